@@ -1,0 +1,125 @@
+/* puffercore env ABI, version 1.
+ *
+ * An ocean env is one C header: a struct whose FIRST member is `PcEnv`, plus reset and
+ * step functions, and a `PcEnvSpec` describing it. No globals: all state, including
+ * the RNG, lives in the struct, so any thread may step any env.
+ *
+ * Buffers. Every array is owned by the caller (the Python env object or the vector
+ * engine) and outlives the env. Row = agent; an env owns `rows` consecutive rows
+ * starting at the pointers in its PcEnv header:
+ *   observations        [rows, obs_size]  float32 or uint8 (spec.obs_dtype)
+ *   final_observations  [rows, obs_size]  last observation of an episode that just ended
+ *   actions             [rows, act_size]  int32 (discrete) or float32 (continuous)
+ *   rewards             [rows]            float32
+ *   terminals           [rows]            uint8 (numpy bool)
+ *   truncations         [rows]            uint8
+ *   masks               [rows]            uint8, 1 = a live agent is in this row
+ *
+ * step(env) reads its actions, advances one tick, and writes observations, rewards,
+ * terminals, truncations and masks of its rows. Autoreset is same-step: an env whose
+ * episode ends copies the last observation to final_observations, sets the flag,
+ * resets, and writes the first observation of the next episode to observations.
+ *
+ * Actions are validated in Python before step is called (range, NaN), so step may
+ * trust them.
+ *
+ * Logs. Envs add per-episode statistics to `log` when an episode ends:
+ * log[0] += 1 (episode count), log[k] += value for k = 1..spec.num_log, named by
+ * spec.log_names[k-1]. The binding drains the sums into `info` as means.
+ */
+#ifndef PUFFERCORE_ENV_H
+#define PUFFERCORE_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "puffercore/rng.h"
+
+#define PC_ABI_VERSION 1
+#define PC_LOG_SLOTS 16
+
+enum PcDtype { PC_FLOAT32 = 0, PC_UINT8 = 1, PC_INT32 = 2 };
+
+typedef struct PcEnv {
+    void* observations;
+    void* final_observations;
+    void* actions;
+    float* rewards;
+    uint8_t* terminals;
+    uint8_t* truncations;
+    uint8_t* masks;
+    PcRng rng;
+    float log[PC_LOG_SLOTS];
+} PcEnv;
+
+typedef struct PcEnvSpec {
+    int32_t abi_version;        /* PC_ABI_VERSION */
+    const char* name;
+    size_t env_size;            /* sizeof the whole env struct (PcEnv header included) */
+    int32_t rows;               /* agent rows owned by one env */
+    int32_t obs_size;           /* elements per observation row */
+    int32_t obs_dtype;          /* PC_FLOAT32 or PC_UINT8 */
+    int32_t act_size;           /* elements per action row */
+    int32_t act_dtype;          /* PC_INT32 or PC_FLOAT32 */
+    int32_t num_log;            /* log slots used after the episode count */
+    const char* const* log_names;
+    /* init: after the header and the env's config fields are set; may allocate.
+     * reset: start a new episode (called once per seeding).
+     * step: one tick, as documented above.
+     * close: free what init allocated. init and close may be NULL. */
+    void (*init)(void* env);
+    void (*reset)(void* env);
+    void (*step)(void* env);
+    void (*close)(void* env);
+} PcEnvSpec;
+
+static inline size_t pc_dtype_size(int32_t dtype) { return dtype == PC_UINT8 ? 1 : 4; }
+
+static inline void* pc_env_at(const PcEnvSpec* spec, void* envs, int64_t index) {
+    return (char*)envs + (size_t)index * spec->env_size;
+}
+
+/* Point env `index` of a contiguous env array at its rows of the shared buffers. */
+static inline void pc_env_bind(const PcEnvSpec* spec, PcEnv* env, int64_t index, void* observations,
+                               void* final_observations, void* actions, float* rewards,
+                               uint8_t* terminals, uint8_t* truncations, uint8_t* masks) {
+    size_t row = (size_t)index * (size_t)spec->rows;
+    size_t obs_row = (size_t)spec->obs_size * pc_dtype_size(spec->obs_dtype);
+    size_t act_row = (size_t)spec->act_size * pc_dtype_size(spec->act_dtype);
+    env->observations = (char*)observations + row * obs_row;
+    env->final_observations = (char*)final_observations + row * obs_row;
+    env->actions = (char*)actions + row * act_row;
+    env->rewards = rewards + row;
+    env->terminals = terminals + row;
+    env->truncations = truncations + row;
+    env->masks = masks + row;
+}
+
+/* Seed envs [begin, end) from (seed, index) and reset them. */
+static inline void pc_reset_range(const PcEnvSpec* spec, void* envs, int64_t begin, int64_t end,
+                                  uint64_t seed, uint64_t index_base) {
+    for (int64_t i = begin; i < end; i++) {
+        PcEnv* env = (PcEnv*)pc_env_at(spec, envs, i);
+        pc_rng_seed(&env->rng, seed, index_base + (uint64_t)i);
+        spec->reset(env);
+    }
+}
+
+/* Step envs [begin, end): what one vector-engine worker calls on its slice. */
+static inline void pc_step_range(const PcEnvSpec* spec, void* envs, int64_t begin, int64_t end) {
+    void (*step)(void*) = spec->step;
+    for (int64_t i = begin; i < end; i++) step(pc_env_at(spec, envs, i));
+}
+
+/* Add the log sums of envs [begin, end) into out[PC_LOG_SLOTS] and clear them. */
+static inline void pc_drain_logs(const PcEnvSpec* spec, void* envs, int64_t begin, int64_t end,
+                                 double* out) {
+    for (int64_t i = begin; i < end; i++) {
+        PcEnv* env = (PcEnv*)pc_env_at(spec, envs, i);
+        for (int k = 0; k <= spec->num_log; k++) out[k] += env->log[k];
+        memset(env->log, 0, sizeof(env->log));
+    }
+}
+
+#endif

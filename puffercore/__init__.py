@@ -1,0 +1,19 @@
+"""puffercore: reinforcement learning with a native core.
+
+Design: DESIGN.md in the project's shared folder; README.md for usage.
+"""
+
+import os
+
+from puffercore.env import Buffers, GymnasiumView, PufferEnv
+
+__version__ = "0.1.0"
+
+
+def get_include() -> str:
+    """Directory of the C headers (the env ABI), for building your own envs against an
+    installed puffercore, like numpy.get_include()."""
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
+__all__ = ["Buffers", "GymnasiumView", "PufferEnv", "get_include", "__version__"]
