@@ -68,11 +68,12 @@ __global__ void advantage_kernel(const float* values, const float* rewards,
 
         if (owns_row) {
             // The Python side checks that final_values is given wherever a truncation is.
-            pc_advantage_segment(value_tile[lane], reward_tile[lane], terminal_tile[lane],
-                                 truncation_tile[lane],
-                                 final_values ? final_values + row * length + start : nullptr,
-                                 ratios ? ratio_tile[lane] : nullptr, reward_tile[lane],
-                                 value_tile[lane], width, params, &carry);
+            const PcAdvantageInputs tile_inputs = {
+                value_tile[lane], reward_tile[lane], terminal_tile[lane], truncation_tile[lane],
+                final_values ? final_values + row * length + start : nullptr,
+                ratios ? ratio_tile[lane] : nullptr};
+            pc_advantage_segment(tile_inputs, reward_tile[lane], value_tile[lane], width,
+                                 params, &carry);
         }
         __syncthreads();
 

@@ -38,56 +38,96 @@ typedef struct PcAdvantageCarry {
     float advantage;
 } PcAdvantageCarry;
 
+typedef struct PcAdvantageInputs {
+    const float* values; /* the segment's own values; value_{t+1} of its last step is in the carry */
+    const float* rewards;
+    const uint8_t* terminals;
+    const uint8_t* truncations;
+    const float* final_values; /* may be NULL when no step is truncated */
+    const float* ratios;       /* may be NULL: ratio 1 */
+} PcAdvantageInputs;
+
+/* Step t as advantage_t = delta + decay * advantage_{t+1}. Sets *missing_final_value
+ * if step t is truncated while final_values is NULL (it then bootstraps from 0). */
+typedef struct PcAdvantageTerms {
+    float delta;
+    float decay;
+} PcAdvantageTerms;
+
+PC_HOST_DEVICE static inline PcAdvantageTerms pc_advantage_terms(
+        PcAdvantageInputs in, int64_t t, float following_value,
+        PcAdvantageParams params, int* missing_final_value) {
+    const int terminal = in.terminals[t] != 0;
+    const int truncated = in.truncations[t] != 0;
+    float next_value = following_value;
+    if (terminal) {
+        next_value = 0.0f;
+    } else if (truncated) {
+        *missing_final_value |= in.final_values == 0;
+        next_value = in.final_values ? in.final_values[t] : 0.0f;
+    }
+    const float ratio = in.ratios ? in.ratios[t] : 1.0f;
+    const float rho = ratio < params.rho_clip ? ratio : params.rho_clip;
+    const float c = ratio < params.c_clip ? ratio : params.c_clip;
+    PcAdvantageTerms terms;
+    terms.delta = rho * (in.rewards[t] + params.gamma * next_value - in.values[t]);
+    terms.decay = (terminal || truncated) ? 0.0f : params.gamma * params.lambda * c;
+    return terms;
+}
+
 /* Computes steps [0, length) of one row segment, last step first, updating *carry so the
  * preceding segment can continue from it; a whole row is one segment with
- * carry = {value_T, 0}. `values` holds the segment's own `length` values (value_{t+1}
- * comes from the carry, so the CUDA kernel can stage the row tile by tile). `ratios` and
- * `final_values` may be NULL (ratio 1; no final values). Every input at step t is read
- * before the outputs at step t are written, so `returns` may alias `values` and
- * `advantages` may alias `rewards`. Returns 0, or 1 if a truncation was met while
- * final_values is NULL (that step then bootstraps from 0). */
+ * carry = {value_T, 0}. Every input at step t is read before the outputs at step t are
+ * written, so `returns` may alias `in.values` and `advantages` may alias `in.rewards`.
+ * Returns 0, or 1 if a truncation was met while final_values is NULL.
+ *
+ * Steps go in pairs: advantage_{t-1} is computed from advantage_{t+1} directly,
+ *   advantage_{t-1} = (delta_{t-1} + decay_{t-1} delta_t) + decay_{t-1} decay_t advantage_{t+1},
+ * so the chain of dependent float operations (a multiply and an add per link) is half as
+ * long as the row. On a CPU that chain, not memory, bounds the plain recursion. */
 PC_HOST_DEVICE static inline int pc_advantage_segment(
-        const float* values, const float* rewards, const uint8_t* terminals,
-        const uint8_t* truncations, const float* final_values, const float* ratios,
-        float* advantages, float* returns, int64_t length, PcAdvantageParams params,
-        PcAdvantageCarry* carry) {
-    const float gamma_lambda = params.gamma * params.lambda;
-    float next_value = carry->next_value;
-    float advantage = carry->advantage;
+        PcAdvantageInputs in, float* advantages, float* returns, int64_t length,
+        PcAdvantageParams params, PcAdvantageCarry* carry) {
     int missing_final_value = 0;
-    for (int64_t t = length - 1; t >= 0; t--) {
-        const float value = values[t];
-        const float reward = rewards[t];
-        const float ratio = ratios ? ratios[t] : 1.0f;
-        const int terminal = terminals[t] != 0;
-        const int truncated = truncations[t] != 0;
-        if (terminal) {
-            next_value = 0.0f;
-        } else if (truncated) {
-            missing_final_value |= final_values == 0;
-            next_value = final_values ? final_values[t] : 0.0f;
-        }
-        const float rho = ratio < params.rho_clip ? ratio : params.rho_clip;
-        const float c = ratio < params.c_clip ? ratio : params.c_clip;
-        const float carried = (terminal || truncated) ? 0.0f : gamma_lambda * c * advantage;
-        advantage = rho * (reward + params.gamma * next_value - value) + carried;
+    float following_value = carry->next_value;
+    float advantage = carry->advantage;
+    int64_t t = length - 1;
+    if (length % 2) {
+        const float value = in.values[t];
+        const PcAdvantageTerms terms =
+            pc_advantage_terms(in, t, following_value, params, &missing_final_value);
+        advantage = terms.delta + terms.decay * advantage;
         advantages[t] = advantage;
         returns[t] = advantage + value;
-        next_value = value;
+        following_value = value;
+        t--;
     }
-    carry->next_value = next_value;
+    for (; t >= 1; t -= 2) {
+        const float value = in.values[t];
+        const float value_before = in.values[t - 1];
+        const PcAdvantageTerms late =
+            pc_advantage_terms(in, t, following_value, params, &missing_final_value);
+        const PcAdvantageTerms early =
+            pc_advantage_terms(in, t - 1, value, params, &missing_final_value);
+        const float late_advantage = late.delta + late.decay * advantage;
+        advantage = (early.delta + early.decay * late.delta) + (early.decay * late.decay) * advantage;
+        advantages[t] = late_advantage;
+        returns[t] = late_advantage + value;
+        advantages[t - 1] = advantage;
+        returns[t - 1] = advantage + value_before;
+        following_value = value_before;
+    }
+    carry->next_value = following_value;
     carry->advantage = advantage;
     return missing_final_value;
 }
 
 /* One whole row: values has length + 1 entries, the last is the bootstrap value. */
 PC_HOST_DEVICE static inline int pc_advantage_row(
-        const float* values, const float* rewards, const uint8_t* terminals,
-        const uint8_t* truncations, const float* final_values, const float* ratios,
-        float* advantages, float* returns, int64_t length, PcAdvantageParams params) {
-    PcAdvantageCarry carry = {values[length], 0.0f};
-    return pc_advantage_segment(values, rewards, terminals, truncations, final_values,
-                                ratios, advantages, returns, length, params, &carry);
+        PcAdvantageInputs in, float* advantages, float* returns, int64_t length,
+        PcAdvantageParams params) {
+    PcAdvantageCarry carry = {in.values[length], 0.0f};
+    return pc_advantage_segment(in, advantages, returns, length, params, &carry);
 }
 
 #endif
