@@ -22,8 +22,10 @@ __all__ = ["compute"]
 
 CUDA_LIBRARY = "libpuffercore_advantage_cuda.so"
 
-_FLOAT = ("float32",)
-_FLAG = ("bool", "uint8")
+# Accepted dtypes: NumPy's dtype.char -> name (dtype.name is slow enough to show in the
+# call overhead; the names are torch's too).
+_FLOAT = {"f": "float32"}
+_FLAG = {"?": "bool", "B": "uint8"}
 
 
 def compute(
@@ -64,10 +66,10 @@ def compute(
         next_value_t = 0                  if terminals[t]
                      = final_values[t]    elif truncations[t]
                      = values[t + 1]      otherwise
-        carry_t      = 0 if terminals[t] or truncations[t] else 1
+        continues_t  = 0 if terminals[t] or truncations[t] else 1
         rho_t = min(ratio_t, rho_clip),   c_t = min(ratio_t, c_clip)
         delta_t      = rho_t * (rewards[t] + gamma * next_value_t - values[t])
-        advantage_t  = delta_t + gamma * lam * c_t * carry_t * advantage_{t+1}
+        advantage_t  = delta_t + gamma * lam * c_t * continues_t * advantage_{t+1}
         return_t     = advantage_t + values[t]
 
     So a terminal cuts the bootstrap, a truncation bootstraps from the final
@@ -153,11 +155,11 @@ class _ArrayInfo(NamedTuple):
     device: str  # "cpu" for NumPy arrays and CPU tensors, else the torch device
 
 
-def _inspect(name: str, array: Any, dtypes: tuple, writable: bool = False) -> _ArrayInfo:
+def _inspect(name: str, array: Any, dtypes: dict, writable: bool = False) -> _ArrayInfo:
     """Checks kind, dtype and contiguity, and returns what the kernels need."""
     if isinstance(array, np.ndarray):
-        if array.dtype.name not in dtypes:
-            raise TypeError(f"{name} must have dtype {' or '.join(dtypes)}, got {array.dtype}")
+        if array.dtype.char not in dtypes:
+            raise _dtype_error(name, dtypes, array.dtype)
         if not array.flags.c_contiguous:
             raise ValueError(
                 f"{name} must be C-contiguous (the kernel reads raw rows); "
@@ -165,12 +167,11 @@ def _inspect(name: str, array: Any, dtypes: tuple, writable: bool = False) -> _A
             )
         if writable and not array.flags.writeable:
             raise ValueError(f"{name} is an output and must be writeable")
-        return _ArrayInfo(array.__array_interface__["data"][0], array.shape, "cpu")
+        return _ArrayInfo(_advantage_cpu.data_address(array), array.shape, "cpu")
     torch = sys.modules.get("torch")  # a tensor can only exist once torch is imported
     if torch is not None and isinstance(array, torch.Tensor):
-        dtype = str(array.dtype).removeprefix("torch.")
-        if dtype not in dtypes:
-            raise TypeError(f"{name} must have dtype {' or '.join(dtypes)}, got {array.dtype}")
+        if str(array.dtype).removeprefix("torch.") not in dtypes.values():
+            raise _dtype_error(name, dtypes, array.dtype)
         if not array.is_contiguous():
             raise ValueError(
                 f"{name} must be contiguous (the kernel reads raw rows); "
@@ -180,6 +181,10 @@ def _inspect(name: str, array: Any, dtypes: tuple, writable: bool = False) -> _A
             raise ValueError(f"{name} must be on the CPU or a CUDA device, got {array.device}")
         return _ArrayInfo(array.data_ptr(), tuple(array.shape), str(array.device))
     raise TypeError(f"{name} must be a NumPy array or a torch tensor, got {type(array).__name__}")
+
+
+def _dtype_error(name: str, dtypes: dict, got: Any) -> TypeError:
+    return TypeError(f"{name} must have dtype {' or '.join(dtypes.values())}, got {got}")
 
 
 def _empty_like_steps(values: Any, shape: tuple) -> Any:

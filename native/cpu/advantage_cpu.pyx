@@ -1,7 +1,10 @@
 # Binding of the CPU advantage kernel. It takes raw addresses so that NumPy arrays and
 # torch CPU tensors reach the kernel the same way, without copies; puffercore.advantage
 # validates shapes, dtypes and contiguity before calling it.
+cimport numpy as cnp
 from libc.stdint cimport int64_t, uint8_t, uintptr_t
+
+cnp.import_array()
 
 
 cdef extern from "advantage_cpu.h" nogil:
@@ -37,3 +40,8 @@ def compute(uintptr_t values, uintptr_t rewards, uintptr_t terminals,
             <const float*>ratios, <float*>advantages, <float*>returns, rows, length,
             params, max_threads)
     return first_bad_row
+
+
+def data_address(cnp.ndarray array):
+    """Address of a NumPy array's data (a C call; __array_interface__ costs microseconds)."""
+    return <uintptr_t>cnp.PyArray_DATA(array)

@@ -4,10 +4,10 @@
  *   next_value_t = 0                  if terminals[t]   (the episode ended: no bootstrap)
  *                = final_values[t]    else if truncations[t] (value of the final obs)
  *                = value_{t+1}        otherwise
- *   carry_t      = 0 if terminals[t] or truncations[t] else 1  (slot t+1 starts a new episode)
+ *   continues_t  = 0 if terminals[t] or truncations[t] else 1  (slot t+1 starts a new episode)
  *   rho_t = min(ratio_t, rho_clip),  c_t = min(ratio_t, c_clip)    (ratio_t = 1 without ratios)
  *   delta_t      = rho_t * (reward_t + gamma * next_value_t - value_t)
- *   advantage_t  = delta_t + gamma * lambda * c_t * carry_t * advantage_{t+1}
+ *   advantage_t  = delta_t + gamma * lambda * c_t * continues_t * advantage_{t+1}
  *   return_t     = advantage_t + value_t
  *
  * computed backwards from advantage_{T} = 0. With ratios of 1 and clips >= 1 this is
@@ -57,21 +57,23 @@ typedef struct PcAdvantageTerms {
 PC_HOST_DEVICE static inline PcAdvantageTerms pc_advantage_terms(
         PcAdvantageInputs in, int64_t t, float following_value,
         PcAdvantageParams params, int* missing_final_value) {
-    const int terminal = in.terminals[t] != 0;
-    const int truncated = in.truncations[t] != 0;
-    float next_value = following_value;
-    if (terminal) {
-        next_value = 0.0f;
-    } else if (truncated) {
-        *missing_final_value |= in.final_values == 0;
-        next_value = in.final_values ? in.final_values[t] : 0.0f;
-    }
     const float ratio = in.ratios ? in.ratios[t] : 1.0f;
     const float rho = ratio < params.rho_clip ? ratio : params.rho_clip;
     const float c = ratio < params.c_clip ? ratio : params.c_clip;
+    float next_value = following_value;
+    float decay = params.gamma * params.lambda * c;
+    if (in.terminals[t] | in.truncations[t]) {
+        decay = 0.0f;
+        if (in.terminals[t]) {
+            next_value = 0.0f;
+        } else {
+            *missing_final_value |= in.final_values == 0;
+            next_value = in.final_values ? in.final_values[t] : 0.0f;
+        }
+    }
     PcAdvantageTerms terms;
     terms.delta = rho * (in.rewards[t] + params.gamma * next_value - in.values[t]);
-    terms.decay = (terminal || truncated) ? 0.0f : params.gamma * params.lambda * c;
+    terms.decay = decay;
     return terms;
 }
 
