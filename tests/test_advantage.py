@@ -297,3 +297,21 @@ def test_cuda_checks_missing_final_values():
     del data["final_values"]
     with pytest.raises(ValueError, match="final_values is None"):
         advantage.compute(**data)
+
+
+@pytest.mark.parametrize("rows, length, num_threads", [(5, 8, 1), (64, 4096, 4)])
+def test_missing_final_values_names_the_first_row(rows, length, num_threads):
+    data = rollout(rows, length, done_rate=0.0)
+    data["truncations"][rows - 1, 0] = data["truncations"][3, 6] = True
+    del data["final_values"]
+    with pytest.raises(ValueError, match="row 3 of truncations has a truncation"):
+        advantage.compute(**data, num_threads=num_threads)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_rejects_arrays_on_other_devices():
+    data = {name: torch.from_numpy(array).cuda() for name, array in bad().items()}
+    data["rewards"] = data["rewards"].cpu()
+    with pytest.raises(ValueError, match="rewards is on cpu but values is on cuda"):
+        advantage.compute(**data)
