@@ -120,11 +120,11 @@ class SpaceTree:
         if not isinstance(space, gymnasium.Space):
             raise TypeError(f"space must be a gymnasium.Space, got {type(space).__name__}")
         self.space = space
-        leaf_dtypes = {np.dtype(s.dtype) for _, s in _walk(space, "observation space")}
+        self.leaves = _leaves(space, "observation space", itemsize=None)
+        leaf_dtypes = {leaf.dtype for leaf in self.leaves}
         self.is_bytes = len(leaf_dtypes) > 1
         if not self.is_bytes:
             self.dtype = leaf_dtypes.pop()
-            self.leaves = _leaves(space, "observation space", itemsize=None)
             low, high = zip(*(_bounds(leaf.space) for leaf in self.leaves))
             low, high = np.concatenate(low).astype(self.dtype), np.concatenate(high).astype(self.dtype)
             self.size = self.leaves[-1].stop
@@ -273,12 +273,12 @@ def _numeric_items(info: dict) -> dict[str, float]:
     }
 
 
-def _instantiate(env_or_creator: Any, kind: type, argument: str) -> Any:
+def _instantiate(env_or_creator: Any, kind: type, argument: str, kind_name: str) -> Any:
     env = env_or_creator if isinstance(env_or_creator, kind) else None
     if env is None and callable(env_or_creator):
         env = env_or_creator()
     if not isinstance(env, kind):
-        raise TypeError(f"{argument} must be a {kind.__name__} or a function returning one, got {env_or_creator!r}")
+        raise TypeError(f"{argument} must be a {kind_name} or a function returning one, got {env_or_creator!r}")
     return env
 
 
@@ -289,7 +289,7 @@ class GymnasiumEnv(PufferEnv):
     the env's info at the last step of each episode."""
 
     def __init__(self, env_or_creator: gymnasium.Env | Callable[[], gymnasium.Env], buffers: Buffers | None = None):
-        self.env = _instantiate(env_or_creator, gymnasium.Env, "env_or_creator")
+        self.env = _instantiate(env_or_creator, gymnasium.Env, "env_or_creator", "gymnasium.Env")
         self.observation_tree = SpaceTree(self.env.observation_space)
         self.action_tree = ActionTree(self.env.action_space)
         self.single_observation_space = self.observation_tree.flat_space
@@ -360,7 +360,7 @@ class PettingZooEnv(PufferEnv):
     def __init__(self, parallel_env: Any, max_agents: int | None = None, buffers: Buffers | None = None):
         from pettingzoo import ParallelEnv
 
-        self.env = _instantiate(parallel_env, ParallelEnv, "parallel_env")
+        self.env = _instantiate(parallel_env, ParallelEnv, "parallel_env", "PettingZoo ParallelEnv")
         self.possible_agents = list(getattr(self.env, "possible_agents", None) or [])
         if not self.possible_agents:
             raise ValueError("parallel_env must define a non-empty possible_agents list")
