@@ -170,14 +170,13 @@ class Serial(PufferEnv):
         self._has_reset = True
 
     def send(self, actions: Any) -> None:
-        self._check_open("send")
-        if not self._has_reset:
-            raise RuntimeError("send() called before reset(); call reset() or async_reset() first")
+        self._check_stepping("send")
         if self._awaiting_actions is None:
             raise RuntimeError("send() called twice without recv(); send the actions for the rows recv() returned")
-        batch, self._awaiting_actions = self._awaiting_actions, None
+        batch = self._awaiting_actions
         rows = self._batch_rows[batch]
         np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
+        self._awaiting_actions = None
         first_env = batch * self.batch_size
         for env in self.envs[first_env : first_env + self.batch_size]:
             self._batch_infos[batch].append(env.step(env.actions)[4])
@@ -210,6 +209,7 @@ class Serial(PufferEnv):
 
     def step(self, actions):
         self._check_synchronous("step")
+        self._check_stepping("step")
         self.send(actions)
         return self.recv()[:5]
 
@@ -223,6 +223,11 @@ class Serial(PufferEnv):
     def _check_open(self, method: str) -> None:
         if self._closed:
             raise RuntimeError(f"{method}() called on a closed vector env")
+
+    def _check_stepping(self, method: str) -> None:
+        self._check_open(method)
+        if not self._has_reset:
+            raise RuntimeError(f"{method}() called before reset(); call reset() or async_reset() first")
 
     def close(self) -> None:
         if not self._closed:
