@@ -199,3 +199,19 @@ def test_connect_four_through_the_turn_based_wrapper():
             assert not board.any() and env.masks.all()
             final_board = env.observation_tree.unflatten(env.final_observations)["observation"]
             assert final_board[0].sum() >= 7  # at least 4 + 3 stones on the final board
+
+
+def test_vector_of_parallel_envs_pads_and_masks_per_env():
+    import puffercore.vector
+
+    with puffercore.vector.make(Hatchery, 3, seed=4) as vec:
+        assert vec.num_agents == 12 and vec.num_envs == 3
+        observations, _ = vec.reset()
+        assert vec.masks.reshape(3, 4).tolist() == [[True, True, False, False]] * 3
+        action_mask = vec.observation_tree.unflatten(observations)["action_mask"]
+        assert action_mask.shape == (12, 3) and np.shares_memory(action_mask, vec.observations)
+        observations, *_ = vec.step(np.tile(np.int32([HATCH, EAT, EAT, EAT]), 3))
+        masks = vec.masks.reshape(3, 4)
+        assert masks[:, 1].all() and masks[:, 2].all() and not masks[:, 3].any()  # bird_2 hatched
+        for index, env in enumerate(vec.envs):
+            assert np.shares_memory(env.masks, vec.masks[4 * index : 4 * index + 4])
