@@ -151,12 +151,22 @@ class SpaceTree:
         batch dims. Allocates a single row when `out` is None. Returns `out`."""
         if out is None:
             out = np.zeros(self.size, self.dtype)
-        for leaf, view in zip(self.leaves, self._leaf_views(out, "out")):
-            try:
-                np.copyto(view, _get(observation, leaf.path), casting="same_kind")
-            except (KeyError, IndexError, TypeError, ValueError) as error:
-                raise ValueError(f"observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
+        self.writer(out)(observation)
         return out
+
+    def writer(self, out: np.ndarray) -> Callable[[Any], None]:
+        """`flatten` into a fixed `out` with its leaf views computed once: the adapters'
+        per-step path, a handful of `np.copyto` calls."""
+        targets = list(zip(self.leaves, self._leaf_views(out, "out")))
+
+        def write(observation: Any) -> None:
+            for leaf, view in targets:
+                try:
+                    np.copyto(view, _get(observation, leaf.path), casting="same_kind")
+                except (KeyError, IndexError, TypeError, ValueError) as error:
+                    raise ValueError(f"observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
+
+        return write
 
     def unflatten(self, flat: Any) -> Any:
         """The nested structure of `flat` (NumPy array or torch tensor `[*batch, size]`),
@@ -298,6 +308,8 @@ class GymnasiumEnv(PufferEnv):
         self.render_mode = self.env.render_mode
         self.metadata = self.env.metadata
         self._init_buffers(buffers)
+        self._write_observation = self.observation_tree.writer(self.observations[0])
+        self._write_final_observation = self.observation_tree.writer(self.final_observations[0])
         self._stats = EpisodeStats()
         self._needs_reset = True
         self._closed = False
@@ -306,7 +318,7 @@ class GymnasiumEnv(PufferEnv):
         seed = check_seed(seed)
         env_seed = None if seed is None else derive_seed(seed, self.env_index_base)
         observation, _ = self.env.reset(seed=env_seed, options=options)
-        self.observation_tree.flatten(observation, self.observations[0])
+        self._write_observation(observation)
         self.rewards[:] = 0
         self.terminals[:] = False
         self.truncations[:] = False
@@ -325,13 +337,13 @@ class GymnasiumEnv(PufferEnv):
         self._episode_return += float(reward)
         self._episode_length += 1
         if terminal or truncation:
-            self.observation_tree.flatten(observation, self.final_observations[0])
+            self._write_final_observation(observation)
             self._stats.add(
                 {"episode_return": self._episode_return, "episode_length": self._episode_length, **_numeric_items(info)}
             )
             self._episode_return, self._episode_length = 0.0, 0
             observation, _ = self.env.reset()
-        self.observation_tree.flatten(observation, self.observations[0])
+        self._write_observation(observation)
         return self.observations, self.rewards, self.terminals, self.truncations, self._stats.drain()
 
     def render(self):
@@ -385,6 +397,7 @@ class PettingZooEnv(PufferEnv):
         self.render_mode = getattr(self.env, "render_mode", None)
         self._row = {agent: row for row, agent in enumerate(self.possible_agents)}
         self._init_buffers(buffers)
+        self._row_writers = [self.observation_tree.writer(self.observations[row]) for row in self._row.values()]
         self._stats = EpisodeStats()
         self._needs_reset = True
         self._closed = False
@@ -410,7 +423,7 @@ class PettingZooEnv(PufferEnv):
 
     def _write_observations(self, observations: dict) -> None:
         for agent, observation in observations.items():
-            self.observation_tree.flatten(observation, self.observations[self._agent_row(agent)])
+            self._row_writers[self._agent_row(agent)](observation)
 
     def _agent_row(self, agent) -> int:
         if agent not in self._row:
