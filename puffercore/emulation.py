@@ -292,45 +292,66 @@ def _instantiate(env_or_creator: Any, kind: type, argument: str, kind_name: str)
     return env
 
 
-class GymnasiumEnv(PufferEnv):
+class _Adapter(PufferEnv):
+    """What the adapters share: the wrapped env, its space trees, stats, render, close."""
+
+    def _wrap(self, env, observation_space, action_space, num_agents: int, buffers: Buffers | None) -> None:
+        self.env = env
+        self.observation_tree = SpaceTree(observation_space)
+        self.action_tree = ActionTree(action_space)
+        self.single_observation_space = self.observation_tree.flat_space
+        self.single_action_space = self.action_tree.flat_space
+        self.num_envs, self.num_agents = 1, num_agents
+        self.render_mode = getattr(env, "render_mode", None)
+        self.metadata = getattr(env, "metadata", {"render_modes": []})
+        self._init_buffers(buffers)
+        self._stats = EpisodeStats()
+        self._needs_reset = True
+        self._closed = False
+
+    def _begin(self, seed: Any) -> int | None:
+        """Clear the per-step buffers and stats for a reset; the env's own seed."""
+        seed = check_seed(seed)
+        self.rewards[:] = 0
+        self.terminals[:] = False
+        self.truncations[:] = False
+        self._stats = EpisodeStats()
+        self._needs_reset = False
+        return None if seed is None else derive_seed(seed, self.env_index_base)
+
+    def _check_reset(self) -> None:
+        if self._needs_reset:
+            raise RuntimeError("step() called before reset(); call reset() first")
+
+    def render(self):
+        return self.env.render()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.env.close()
+
+
+class GymnasiumEnv(_Adapter):
     """One gymnasium env (any nested spaces) as a one-row PufferEnv with same-step
     autoreset. `observation_tree`/`action_tree` convert between flat rows and the env's
     structures. Info: mean `episode_return`, `episode_length` and the scalar numbers of
     the env's info at the last step of each episode."""
 
     def __init__(self, env_or_creator: gymnasium.Env | Callable[[], gymnasium.Env], buffers: Buffers | None = None):
-        self.env = _instantiate(env_or_creator, gymnasium.Env, "env_or_creator", "gymnasium.Env")
-        self.observation_tree = SpaceTree(self.env.observation_space)
-        self.action_tree = ActionTree(self.env.action_space)
-        self.single_observation_space = self.observation_tree.flat_space
-        self.single_action_space = self.action_tree.flat_space
-        self.num_envs = self.num_agents = 1
-        self.render_mode = self.env.render_mode
-        self.metadata = self.env.metadata
-        self._init_buffers(buffers)
+        env = _instantiate(env_or_creator, gymnasium.Env, "env_or_creator", "gymnasium.Env")
+        self._wrap(env, env.observation_space, env.action_space, 1, buffers)
         self._write_observation = self.observation_tree.writer(self.observations[0])
         self._write_final_observation = self.observation_tree.writer(self.final_observations[0])
-        self._stats = EpisodeStats()
-        self._needs_reset = True
-        self._closed = False
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        seed = check_seed(seed)
-        env_seed = None if seed is None else derive_seed(seed, self.env_index_base)
-        observation, _ = self.env.reset(seed=env_seed, options=options)
+        observation, _ = self.env.reset(seed=self._begin(seed), options=options)
         self._write_observation(observation)
-        self.rewards[:] = 0
-        self.terminals[:] = False
-        self.truncations[:] = False
-        self.masks[:] = True
         self._episode_return, self._episode_length = 0.0, 0
-        self._stats = EpisodeStats()
-        self._needs_reset = False
         return self.observations, {}
 
     def step(self, actions):
-        if self._needs_reset:
-            raise RuntimeError("step() called before reset(); call reset() first")
+        self._check_reset()
         self._write_actions(actions)
         observation, reward, terminal, truncation, info = self.env.step(self.action_tree.unflatten(self.actions[0]))
         self.rewards[0], self.terminals[0], self.truncations[0] = reward, terminal, truncation
@@ -346,16 +367,8 @@ class GymnasiumEnv(PufferEnv):
         self._write_observation(observation)
         return self.observations, self.rewards, self.terminals, self.truncations, self._stats.drain()
 
-    def render(self):
-        return self.env.render()
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.env.close()
-
-
-class PettingZooEnv(PufferEnv):
+class PettingZooEnv(_Adapter):
     """One PettingZoo ParallelEnv as a PufferEnv of `max_agents` rows (default: one per
     possible agent). Agent `possible_agents[i]` always lives in row i; other rows are
     padding. All agents must share one observation space and one action space.
@@ -372,8 +385,8 @@ class PettingZooEnv(PufferEnv):
     def __init__(self, parallel_env: Any, max_agents: int | None = None, buffers: Buffers | None = None):
         from pettingzoo import ParallelEnv
 
-        self.env = _instantiate(parallel_env, ParallelEnv, "parallel_env", "PettingZoo ParallelEnv")
-        self.possible_agents = list(getattr(self.env, "possible_agents", None) or [])
+        env = _instantiate(parallel_env, ParallelEnv, "parallel_env", "PettingZoo ParallelEnv")
+        self.possible_agents = list(getattr(env, "possible_agents", None) or [])
         if not self.possible_agents:
             raise ValueError("parallel_env must define a non-empty possible_agents list")
         if max_agents is None:
@@ -385,32 +398,14 @@ class PettingZooEnv(PufferEnv):
         first = self.possible_agents[0]
         for agent in self.possible_agents[1:]:
             for name in ("observation_space", "action_space"):
-                if getattr(self.env, name)(agent) != getattr(self.env, name)(first):
+                if getattr(env, name)(agent) != getattr(env, name)(first):
                     raise ValueError(f"all agents must share one {name}: {agent!r} differs from {first!r}")
-        self.observation_tree = SpaceTree(self.env.observation_space(first))
-        self.action_tree = ActionTree(self.env.action_space(first))
-        self.single_observation_space = self.observation_tree.flat_space
-        self.single_action_space = self.action_tree.flat_space
-        self.num_envs = 1
-        self.num_agents = int(max_agents)
-        self.metadata = getattr(self.env, "metadata", {"render_modes": []})
-        self.render_mode = getattr(self.env, "render_mode", None)
+        self._wrap(env, env.observation_space(first), env.action_space(first), int(max_agents), buffers)
         self._row = {agent: row for row, agent in enumerate(self.possible_agents)}
-        self._init_buffers(buffers)
         self._row_writers = [self.observation_tree.writer(self.observations[row]) for row in self._row.values()]
-        self._stats = EpisodeStats()
-        self._needs_reset = True
-        self._closed = False
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        seed = check_seed(seed)
-        env_seed = None if seed is None else derive_seed(seed, self.env_index_base)
-        self._stats = EpisodeStats()
-        self._start_episode(seed=env_seed, options=options)
-        self.rewards[:] = 0
-        self.terminals[:] = False
-        self.truncations[:] = False
-        self._needs_reset = False
+        self._start_episode(seed=self._begin(seed), options=options)
         return self.observations, {}
 
     def _start_episode(self, **reset_kwargs) -> None:
@@ -436,11 +431,9 @@ class PettingZooEnv(PufferEnv):
             self.masks[self._agent_row(agent)] = True
 
     def step(self, actions):
-        if self._needs_reset:
-            raise RuntimeError("step() called before reset(); call reset() first")
+        self._check_reset()
         self._write_actions(actions)
-        acting = list(self.env.agents)
-        env_actions = {agent: self.action_tree.unflatten(self.actions[self._row[agent]]) for agent in acting}
+        env_actions = {agent: self.action_tree.unflatten(self.actions[self._row[agent]]) for agent in self.env.agents}
         observations, rewards, terminals, truncations, _ = self.env.step(env_actions)
 
         self.rewards[:] = 0
@@ -467,11 +460,3 @@ class PettingZooEnv(PufferEnv):
             self._stats.add({"episode_return": float(np.mean(returns)), "episode_length": self._episode_length})
             self._start_episode()
         return self.observations, self.rewards, self.terminals, self.truncations, self._stats.drain()
-
-    def render(self):
-        return self.env.render()
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.env.close()

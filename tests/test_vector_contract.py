@@ -99,13 +99,13 @@ def policy(env_ids, steps, rows_per_env, action_space):
     return ((ids * 7 + counts * 3 + rows) % action_space.n).astype(np.int32)
 
 
-def rollout(vec, num_steps):
+def rollout(vec, num_envs, num_steps):
     """Per-env lists of (obs, reward, terminal, truncation) copies, via send/recv."""
-    rows_per_env = vec.num_agents // len(vec.envs)
-    steps = np.zeros(len(vec.envs), int)
-    trajectories = [[] for _ in vec.envs]
+    rows_per_env = vec.num_agents // num_envs
+    steps = np.zeros(num_envs, int)
+    trajectories = [[] for _ in range(num_envs)]
     vec.async_reset(seed=5)
-    for _ in range(num_steps * len(vec.envs) // vec.batch_size):
+    for _ in range(num_steps * num_envs // vec.batch_size):
         obs, rew, term, trunc, _, env_ids, _ = vec.recv()
         for k, env_id in enumerate(env_ids):
             rows = slice(k * rows_per_env, (k + 1) * rows_per_env)
@@ -189,7 +189,7 @@ def test_same_seed_same_trajectories(backend, creator):
     runs = []
     for _ in range(2):
         with puffercore.vector.make(creator, 4, backend=backend) as vec:
-            runs.append(rollout(vec, 30))
+            runs.append(rollout(vec, 4, 30))
     for first, second in zip(*runs):
         for a, b in zip(first, second):
             for x, y in zip(a, b):
@@ -207,7 +207,7 @@ def test_trajectories_do_not_depend_on_batch_size(backend, creator):
     by_batch = {}
     for batch_size in (4, 2, 1):
         with puffercore.vector.make(creator, 4, backend=backend, batch_size=batch_size) as vec:
-            by_batch[batch_size] = rollout(vec, 25)
+            by_batch[batch_size] = rollout(vec, 4, 25)
     for batch_size in (2, 1):
         for env_id in range(4):
             for a, b in zip(by_batch[4][env_id], by_batch[batch_size][env_id]):
@@ -322,6 +322,7 @@ class MixedActionEnv(gymnasium.Env):
         ({"seed": -1}, ValueError, "seed must be a non-negative int or None, got -1"),
         ({"seed": "7"}, ValueError, "seed must be a non-negative int or None, got '7'"),
         ({"backend": "gpu"}, ValueError, r"backend must be one of \['serial'.*\], got 'gpu'"),
+        ({"backend": None}, ValueError, r"backend must be one of \['serial'.*\], got None"),
         ({"num_workers": 4}, ValueError, "num_workers must be None or 1 for the serial backend, got 4"),
         ({"env_creator": 5}, TypeError, "env_creator must be callable, got 5"),
         ({"env_creator": lambda: "env"}, TypeError, "env_creator must return a puffercore PufferEnv, a gymnasium.Env"),
