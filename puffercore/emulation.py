@@ -157,6 +157,8 @@ class SpaceTree:
     def writer(self, out: np.ndarray) -> Callable[[Any], None]:
         """`flatten` into a fixed `out` with its leaf views computed once: the adapters'
         per-step path, a handful of `np.copyto` calls."""
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
         targets = list(zip(self.leaves, self._leaf_views(out, "out")))
 
         def write(observation: Any) -> None:

@@ -152,27 +152,27 @@ class Serial(PufferEnv):
         rows, sub_envs = probe.num_agents, probe.num_envs
         self.num_agents, self.num_envs = num_envs * rows, num_envs * sub_envs
         self._init_buffers(None)
-        self._env_index_offsets = [index * sub_envs for index in range(num_envs)]
+        self._sub_envs_per_env = sub_envs
         for index in range(num_envs):
             self.envs.append(create(self.buffers.rows(index * rows, (index + 1) * rows)))
 
-    def async_reset(self, seed: int | None = None) -> None:
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
         seed = check_seed(seed)
         if seed is None and not self._has_reset:
             seed = self._default_seed
         self._ready = collections.deque(range(len(self._batch_rows)))
         self._batch_infos = {batch: [] for batch in self._ready}
-        for index, (env, offset) in enumerate(zip(self.envs, self._env_index_offsets)):
-            env.env_index_base = self.env_index_base + offset
-            self._batch_infos[index // self.batch_size].append(env.reset(seed=seed)[1])
+        for index, env in enumerate(self.envs):
+            env.env_index_base = self.env_index_base + index * self._sub_envs_per_env
+            self._batch_infos[index // self.batch_size].append(env.reset(seed=seed, options=options)[1])
         self._awaiting_actions = None
         self._has_reset = True
 
     def send(self, actions: Any) -> None:
         self._check_stepping("send")
         if self._awaiting_actions is None:
-            raise RuntimeError("send() called twice without recv(); send the actions for the rows recv() returned")
+            raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
         batch = self._awaiting_actions
         rows = self._batch_rows[batch]
         np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
@@ -203,7 +203,7 @@ class Serial(PufferEnv):
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         self._check_synchronous("reset")
-        self.async_reset(seed)
+        self.async_reset(seed, options)
         observations, _, _, _, info, _, _ = self.recv()
         return observations, info
 

@@ -196,6 +196,10 @@ def test_flatten_and_unflatten_name_bad_input():
         tree.unflatten(np.zeros(tree.size, np.float32))
     with pytest.raises(ValueError, match="flat must have shape"):
         tree.unflatten(torch.zeros(tree.size + 1, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="out must be a numpy array, got Tensor"):
+        tree.flatten(MIXED.sample(), torch.zeros(tree.size, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=rf"out must have shape \[\.\.\., {tree.size}\]"):
+        tree.flatten(MIXED.sample(), np.zeros(3, np.uint8))
     with pytest.raises(TypeError, match="flat must be a numpy array or torch tensor"):
         tree.unflatten([0] * tree.size)
     with pytest.raises(KeyError, match="no leaf at path"):

@@ -290,9 +290,11 @@ def test_call_order_errors(backend):
         with pytest.raises(RuntimeError, match=r"reset\(\) needs batch_size == num_envs"):
             vec.reset()
         vec.async_reset(seed=0)
+        with pytest.raises(RuntimeError, match=r"send\(\) needs a recv\(\) first"):
+            vec.send(np.zeros(2, np.int32))
         vec.recv()
         vec.send(np.zeros(2, np.int32))
-        with pytest.raises(RuntimeError, match=r"send\(\) called twice without recv\(\)"):
+        with pytest.raises(RuntimeError, match=r"send\(\) needs a recv\(\) first"):
             vec.send(np.zeros(2, np.int32))
     with puffercore.vector.make(CREATORS["cartpole"], 2, backend=backend) as vec:
         with pytest.raises(RuntimeError, match=r"step\(\) called before reset\(\)"):
