@@ -91,9 +91,10 @@ def _wrapper_for(env: Any) -> Callable[..., PufferEnv]:
 
 
 class Serial(PufferEnv):
-    """The reference backend: every env stepped in turn on the calling thread."""
+    """The reference backend: every env stepped in turn on the calling thread. Given
+    `buffers` (rows of a bigger vector), it is itself a sub-env that vectors can nest."""
 
-    def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0, **env_kwargs):
+    def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0, buffers=None, **env_kwargs):
         if not callable(env_creator):
             raise TypeError(f"env_creator must be callable, got {env_creator!r}")
         num_envs = _check_count(num_envs, "num_envs")
@@ -107,7 +108,7 @@ class Serial(PufferEnv):
         self._closed = False
         self.envs: list[PufferEnv] = []
         try:
-            self._create_envs(env_creator, num_envs, env_kwargs)
+            self._create_envs(env_creator, num_envs, buffers, env_kwargs)
         except BaseException:
             self.close()
             raise
@@ -120,7 +121,7 @@ class Serial(PufferEnv):
         self._awaiting_actions: int | None = None  # batch returned by the last recv
         self._has_reset = False
 
-    def _create_envs(self, env_creator, num_envs, env_kwargs) -> None:
+    def _create_envs(self, env_creator, num_envs, buffers, env_kwargs) -> None:
         first = env_creator(**env_kwargs)
         if isinstance(first, PufferEnv):
             # The probe tells the spaces and rows; the envs are created again on views of
@@ -151,7 +152,7 @@ class Serial(PufferEnv):
         self.metadata = probe.metadata
         rows, sub_envs = probe.num_agents, probe.num_envs
         self.num_agents, self.num_envs = num_envs * rows, num_envs * sub_envs
-        self._init_buffers(None)
+        self._init_buffers(buffers)
         self._sub_envs_per_env = sub_envs
         for index in range(num_envs):
             self.envs.append(create(self.buffers.rows(index * rows, (index + 1) * rows)))

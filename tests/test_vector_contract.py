@@ -215,6 +215,27 @@ def test_trajectories_do_not_depend_on_batch_size(backend, creator):
                     np.testing.assert_array_equal(x, y)
 
 
+def test_nested_vectors_match_a_flat_one(backend):
+    """Seeding by global sub-env index: 3 serial vectors of 2 envs inside one vector step
+    exactly like one vector of 6 envs."""
+
+    def inner(buffers=None):
+        return puffercore.vector.Serial(CREATORS["cartpole"], 2, buffers=buffers)
+
+    with puffercore.vector.make(inner, 3, backend=backend) as nested, puffercore.vector.make(
+        CREATORS["cartpole"], 6, backend=backend
+    ) as flat:
+        assert (nested.num_envs, nested.num_agents) == (6, 6)
+        np.testing.assert_array_equal(nested.reset(seed=2)[0], flat.reset(seed=2)[0])
+        for step in range(40):
+            actions = (np.arange(6) + step) % 2
+            for got, want in zip(nested.step(actions), flat.step(actions)):
+                if isinstance(want, dict):
+                    assert got == pytest.approx(want)
+                else:
+                    np.testing.assert_array_equal(got, want)
+
+
 def test_send_recv_round_robin_order(backend):
     with puffercore.vector.make(CREATORS["cartpole"], 6, backend=backend, batch_size=2) as vec:
         vec.async_reset(seed=0)
