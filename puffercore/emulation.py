@@ -232,12 +232,14 @@ class ActionTree:
             self.flat_space = spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
     def unflatten(self, row: np.ndarray) -> Any:
+        """The env action of one flat row. Discrete leaves become Python ints, which
+        gymnasium's `Discrete.contains` checks fastest."""
         if isinstance(self.space, spaces.Discrete):
-            return self.space.dtype.type(row)
+            return int(row)
         values = (
             row[leaf.start : leaf.stop].reshape(leaf.shape).astype(leaf.dtype)
-            if leaf.shape
-            else leaf.dtype.type(row[leaf.start])
+            if isinstance(leaf.space, (spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box))
+            else int(row[leaf.start])
             for leaf in self.leaves
         )
         return _assemble(self.space, values)
@@ -294,7 +296,7 @@ def _instantiate(env_or_creator: Any, kind: type, argument: str, kind_name: str)
     return env
 
 
-class _Adapter(PufferEnv):
+class Adapter(PufferEnv):
     """What the adapters share: the wrapped env, its space trees, stats, render, close."""
 
     def _wrap(self, env, observation_space, action_space, num_agents: int, buffers: Buffers | None) -> None:
@@ -321,9 +323,16 @@ class _Adapter(PufferEnv):
         self._needs_reset = False
         return None if seed is None else derive_seed(seed, self.env_index_base)
 
-    def _check_reset(self) -> None:
+    def step(self, actions):
         if self._needs_reset:
             raise RuntimeError("step() called before reset(); call reset() first")
+        self._write_actions(actions)
+        return self.step_written()
+
+    def step_written(self):
+        """Step with the actions already in `self.actions`, validated by the caller: the
+        serial vector checks a whole batch once instead of once per sub-env."""
+        raise NotImplementedError
 
     def render(self):
         return self.env.render()
@@ -334,7 +343,7 @@ class _Adapter(PufferEnv):
             self.env.close()
 
 
-class GymnasiumEnv(_Adapter):
+class GymnasiumEnv(Adapter):
     """One gymnasium env (any nested spaces) as a one-row PufferEnv with same-step
     autoreset. `observation_tree`/`action_tree` convert between flat rows and the env's
     structures. Info: mean `episode_return`, `episode_length` and the scalar numbers of
@@ -352,9 +361,7 @@ class GymnasiumEnv(_Adapter):
         self._episode_return, self._episode_length = 0.0, 0
         return self.observations, {}
 
-    def step(self, actions):
-        self._check_reset()
-        self._write_actions(actions)
+    def step_written(self):
         observation, reward, terminal, truncation, info = self.env.step(self.action_tree.unflatten(self.actions[0]))
         self.rewards[0], self.terminals[0], self.truncations[0] = reward, terminal, truncation
         self._episode_return += float(reward)
@@ -370,7 +377,7 @@ class GymnasiumEnv(_Adapter):
         return self.observations, self.rewards, self.terminals, self.truncations, self._stats.drain()
 
 
-class PettingZooEnv(_Adapter):
+class PettingZooEnv(Adapter):
     """One PettingZoo ParallelEnv as a PufferEnv of `max_agents` rows (default: one per
     possible agent). Agent `possible_agents[i]` always lives in row i; other rows are
     padding. All agents must share one observation space and one action space.
@@ -432,9 +439,7 @@ class PettingZooEnv(_Adapter):
         for agent in live_agents:
             self.masks[self._agent_row(agent)] = True
 
-    def step(self, actions):
-        self._check_reset()
-        self._write_actions(actions)
+    def step_written(self):
         env_actions = {agent: self.action_tree.unflatten(self.actions[self._row[agent]]) for agent in self.env.agents}
         observations, rewards, terminals, truncations, _ = self.env.step(env_actions)
 

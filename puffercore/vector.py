@@ -24,12 +24,13 @@ Backends register in `BACKENDS`; each takes the arguments of `make` (minus `back
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any, Callable
 
 import gymnasium
 import numpy as np
 
-from puffercore.emulation import GymnasiumEnv, PettingZooEnv
+from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
 from puffercore.env import Buffers, PufferEnv, check_actions, check_seed
 
 
@@ -156,6 +157,12 @@ class Serial(PufferEnv):
         self._sub_envs_per_env = sub_envs
         for index in range(num_envs):
             self.envs.append(create(self.buffers.rows(index * rows, (index + 1) * rows)))
+        # send() validates the whole batch, so the adapters this vector made skip their
+        # own check; a PufferEnv from the creator gets its actions through step().
+        self._steppers = [
+            env.step_written if isinstance(env, Adapter) else functools.partial(env.step, env.actions)
+            for env in self.envs
+        ]
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
@@ -179,8 +186,8 @@ class Serial(PufferEnv):
         np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
         self._awaiting_actions = None
         first_env = batch * self.batch_size
-        for env in self.envs[first_env : first_env + self.batch_size]:
-            self._batch_infos[batch].append(env.step(env.actions)[4])
+        for step in self._steppers[first_env : first_env + self.batch_size]:
+            self._batch_infos[batch].append(step()[4])
         self._ready.append(batch)
 
     def recv(self):

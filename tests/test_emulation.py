@@ -55,7 +55,7 @@ def assert_same_structure(got, want):
         for g, w in zip(got, want):
             assert_same_structure(g, w)
     else:
-        want = np.asarray(want)
+        got, want = np.asarray(got), np.asarray(want)  # Discrete actions come back as ints
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
 
