@@ -31,7 +31,7 @@ import gymnasium
 import numpy as np
 
 from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
-from puffercore.env import Buffers, PufferEnv, check_actions, check_seed
+from puffercore.env import PufferEnv, check_actions, check_seed
 
 
 def make(
