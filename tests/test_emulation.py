@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from puffercore.emulation import ActionTree, GymnasiumEnv, SpaceTree
 from puffercore.env import GymnasiumView, derive_seed
 
-BOX_DTYPES = [np.float32, np.float64, np.uint8, np.int16, np.int32, np.int64]
+BOX_DTYPES = [np.float16, np.float32, np.float64, np.bool_, np.uint8, np.int16, np.int32, np.int64]
 shapes = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
 
 
 @st.composite
 def boxes(draw):
     dtype = draw(st.sampled_from(BOX_DTYPES))
-    low, high = (0, 200) if dtype == np.uint8 else (-100, 100)
+    low, high = {np.bool_: (0, 1), np.uint8: (0, 200)}.get(dtype, (-100, 100))
     return spaces.Box(low, high, draw(shapes), dtype)
 
 
