@@ -80,16 +80,16 @@ def _assemble(space: gymnasium.Space, leaf_values: Iterator) -> Any:
     return next(leaf_values)
 
 
-def _leaves(space: gymnasium.Space, what: str, itemsize: Callable[[gymnasium.Space], int] | None) -> list[Leaf]:
-    """Lay the leaves out one after another. With `itemsize`, offsets are in bytes and
-    each leaf starts at a multiple of its itemsize; without, offsets count elements."""
+def _leaves(space: gymnasium.Space, what: str, in_bytes: bool) -> list[Leaf]:
+    """Lay the leaves out one after another. With `in_bytes`, offsets count bytes and
+    each leaf starts at a multiple of its itemsize; otherwise they count elements."""
     leaves, offset = [], 0
     for path, leaf_space in _walk(space, what):
         count = math.prod(leaf_space.shape)
-        if itemsize is not None:
-            size = itemsize(leaf_space)
-            offset = -(-offset // size) * size
-            count *= size
+        if in_bytes:
+            itemsize = np.dtype(leaf_space.dtype).itemsize
+            offset = -(-offset // itemsize) * itemsize
+            count *= itemsize
         leaves.append(Leaf(path, leaf_space, np.dtype(leaf_space.dtype), leaf_space.shape, offset, offset + count))
         offset += count
     if not leaves or offset == 0:
@@ -120,7 +120,7 @@ class SpaceTree:
         if not isinstance(space, gymnasium.Space):
             raise TypeError(f"space must be a gymnasium.Space, got {type(space).__name__}")
         self.space = space
-        self.leaves = _leaves(space, "observation space", itemsize=None)
+        self.leaves = _leaves(space, "observation space", in_bytes=False)
         leaf_dtypes = {leaf.dtype for leaf in self.leaves}
         self.is_bytes = len(leaf_dtypes) > 1
         if not self.is_bytes:
@@ -131,7 +131,7 @@ class SpaceTree:
             self.flat_space = spaces.Box(low, high, (self.size,), self.dtype)
         else:
             self.dtype = np.dtype(np.uint8)
-            self.leaves = _leaves(space, "observation space", itemsize=lambda s: np.dtype(s.dtype).itemsize)
+            self.leaves = _leaves(space, "observation space", in_bytes=True)
             # Pad the row to the widest itemsize so every row of a batch stays aligned.
             widest = max(leaf.dtype.itemsize for leaf in self.leaves)
             self.size = -(-self.leaves[-1].stop // widest) * widest
@@ -214,7 +214,7 @@ class ActionTree:
         if not isinstance(space, gymnasium.Space):
             raise TypeError(f"space must be a gymnasium.Space, got {type(space).__name__}")
         self.space = space
-        self.leaves = _leaves(space, "action space", itemsize=None)
+        self.leaves = _leaves(space, "action space", in_bytes=False)
         discrete = [isinstance(leaf.space, DISCRETE_SPACES) for leaf in self.leaves]
         if any(discrete) and not all(discrete):
             kinds = {leaf.path: type(leaf.space).__name__ for leaf in self.leaves}
@@ -237,9 +237,9 @@ class ActionTree:
         if isinstance(self.space, spaces.Discrete):
             return int(row)
         values = (
-            row[leaf.start : leaf.stop].reshape(leaf.shape).astype(leaf.dtype)
-            if isinstance(leaf.space, (spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box))
-            else int(row[leaf.start])
+            int(row[leaf.start])
+            if isinstance(leaf.space, spaces.Discrete)
+            else row[leaf.start : leaf.stop].reshape(leaf.shape).astype(leaf.dtype)
             for leaf in self.leaves
         )
         return _assemble(self.space, values)
@@ -259,6 +259,9 @@ class EpisodeStats:
     the mean of each statistic and `episodes`, the number of episodes."""
 
     def __init__(self):
+        self._clear()
+
+    def _clear(self) -> None:
         self._sums: dict[str, float] = {}
         self._counts: dict[str, int] = {}
         self._episodes = 0
@@ -274,7 +277,7 @@ class EpisodeStats:
             return {}
         info = {key: total / self._counts[key] for key, total in self._sums.items()}
         info["episodes"] = float(self._episodes)
-        self.__init__()
+        self._clear()
         return info
 
 
