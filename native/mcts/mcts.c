@@ -105,7 +105,7 @@ static void draw_root_noise(const Mcts* m, MctsTree* t) {
 
 /* ---- tree lifetime --------------------------------------------------------------------- */
 
-int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, uint64_t seed) {
+int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, const uint64_t* seeds) {
     memset(m, 0, sizeof(*m));
     m->game = game;
     m->config = config;
@@ -121,7 +121,7 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
         t->root_priors = malloc((size_t)game->num_actions * sizeof(float));
         t->path = malloc(((size_t)game->max_moves + 1) * sizeof(int32_t));
         if (!t->nodes || !t->root_state || !t->leaf_state || !t->root_priors || !t->path) return -1;
-        pc_rng_seed(&t->rng, seed, (uint64_t)i);
+        pc_rng_seed(&t->rng, seeds[i], 0);
     }
     return 0;
 }
@@ -295,24 +295,22 @@ void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const in
 
 /* ---- acting ---------------------------------------------------------------------------- */
 
-void mcts_visit_policy(const Mcts* m, int32_t i, float* out) {
+void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
     const MctsTree* t = &m->trees[i];
     const MctsNode* root = &t->nodes[0];
-    memset(out, 0, (size_t)m->game->num_actions * sizeof(float));
-    double total = 0.0;
-    for (int32_t k = 0; k < root->num_children; k++) total += t->nodes[root->first_child + k].visits;
-    if (total <= 0.0) return;
+    memset(out, 0, (size_t)m->game->num_actions * sizeof(int32_t));
+    if (t->num_nodes == 0) return;
     for (int32_t k = 0; k < root->num_children; k++) {
         const MctsNode* child = &t->nodes[root->first_child + k];
-        out[child->action] = (float)(child->visits / total);
+        out[child->action] = child->visits;
     }
 }
 
 int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature) {
     MctsTree* t = &m->trees[i];
     const MctsNode* root = &t->nodes[0];
+    if (t->num_nodes == 0 || root->num_children == 0) return -1;
     const MctsNode* children = &t->nodes[root->first_child];
-    if (root->num_children == 0) return -1;
     int32_t best = 0;
     for (int32_t k = 1; k < root->num_children; k++)
         if (children[k].visits > children[best].visits) best = k;

@@ -10,7 +10,7 @@
  *         priors, values = evaluate(obs[:n], mask[:n])        // caller: one batched call
  *         mcts_expand_leaves(m, n, priors, values);           // native: expand, back up
  *     }
- *     mcts_visit_policy(m, i, policy); mcts_choose_action(m, i, temperature);
+ *     mcts_visit_counts(m, i, counts); mcts_choose_action(m, i, temperature);
  *     mcts_advance(m, i, action);                             // keep the chosen subtree
  *
  * Plain UCT with random rollouts (uct.c): the evaluation baseline, one state at a time.
@@ -70,7 +70,8 @@ typedef struct Mcts {
 } Mcts;
 
 /* Returns 0, or -1 when memory runs out (m is then left empty and safe to destroy). */
-int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, uint64_t seed);
+int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config,
+                const uint64_t* seeds /* [batch_size], one RNG per game */);
 void mcts_destroy(Mcts* m);
 
 /* Start a search of game i from `state`, keeping the tree when its root is that state. */
@@ -93,8 +94,8 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
 void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                         const float* priors, const float* values, int32_t value_width);
 
-/* Root visit counts / their sum, over num_actions (zero for unvisited and illegal). */
-void mcts_visit_policy(const Mcts* m, int32_t i, float* out);
+/* Root visit counts over num_actions (zero for unvisited and illegal actions). */
+void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out);
 /* temperature 0: most visited (lowest action on ties); else sample visits^(1/temperature).
  * -1 when the root has not been expanded by a search. */
 int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature);

@@ -14,6 +14,8 @@ from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
+from puffercore.env import derive_seed
+
 cdef extern from "puffercore/game.h":
     enum: PC_GAME_ABI_VERSION
     enum: PC_GAME_MAX_PLAYERS
@@ -59,7 +61,7 @@ cdef extern from "mcts.h" nogil:
         int32_t searching
     ctypedef struct Mcts:
         MctsTree* trees
-    int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, uint64_t seed)
+    int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, const uint64_t* seeds)
     void mcts_destroy(Mcts* m)
     void mcts_set_root(Mcts* m, int32_t i, const void* state)
     void mcts_drop_tree(Mcts* m, int32_t i)
@@ -70,7 +72,7 @@ cdef extern from "mcts.h" nogil:
                                int32_t* failed_game)
     void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                             const float* priors, const float* values, int32_t value_width)
-    void mcts_visit_policy(const Mcts* m, int32_t i, float* out)
+    void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out)
     int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature)
     int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
                        uint64_t seed, int32_t* visits_out)
@@ -290,8 +292,9 @@ cdef class BatchedMCTS:
     `advance(i, action)` the chosen child's subtree is the next root, and a search of a
     state equal to the stored root reuses its tree (any other state starts afresh).
     Dirichlet noise (alpha, epsilon) is mixed into the root priors at every search and,
-    like temperature sampling, drawn from game i's own RNG stream (seed, i), so results
-    do not depend on batch_size.
+    like temperature sampling, drawn from game i's own RNG: `seed` is an int (game i
+    gets derive_seed(seed, i)) or a sequence of batch_size ints (one per game), so a
+    game searched alone with its own seed gives the same result as inside a batch.
     """
 
     cdef Mcts m
@@ -319,8 +322,15 @@ cdef class BatchedMCTS:
         config.c_init = _check_float(c_init, "c_init", 0.0)
         config.dirichlet_alpha = _check_float(dirichlet_alpha, "dirichlet_alpha", 0.0, low_inclusive=False)
         config.dirichlet_epsilon = _check_float(dirichlet_epsilon, "dirichlet_epsilon", 0.0, high=1.0)
-        seed = _check_int(seed, "seed", 0, _MAX_SEED)
-        if mcts_create(&self.m, (<Game>game).spec, self.batch_size, config, <uint64_t>seed) != 0:
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            if len(seed) != self.batch_size:
+                raise ValueError(f"seed must be an int or {self.batch_size} ints (one per game), got {len(seed)}")
+            seeds = [_check_int(s, f"seed[{i}]", 0, _MAX_SEED) for i, s in enumerate(seed)]
+        else:
+            base = _check_int(seed, "seed", 0, _MAX_SEED)
+            seeds = [derive_seed(base, i) for i in range(self.batch_size)]
+        cdef uint64_t[::1] seed_view = np.array(seeds, dtype=np.uint64)
+        if mcts_create(&self.m, (<Game>game).spec, self.batch_size, config, &seed_view[0]) != 0:
             mcts_destroy(&self.m)
             raise MemoryError(f"cannot allocate {self.batch_size} node pools of max_nodes={self.max_nodes}")
         self._observations = np.zeros((self.batch_size,) + game.observation_shape, dtype=np.float32)
@@ -382,11 +392,21 @@ cdef class BatchedMCTS:
             with nogil:
                 mcts_expand_leaves(&self.m, rows, &masks[0, 0], &rows_game[0], &priors_view[0, 0],
                                    &values_view[0, 0], <int32_t>values_view.shape[1])
-        policies = np.zeros((self.batch_size, self.game.num_actions), dtype=np.float32)
-        cdef float[:, ::1] policy_view = policies
+        counts = np.zeros((self.batch_size, self.game.num_actions), dtype=np.int32)
+        cdef int32_t[:, ::1] counts_view = counts
         for i in np.flatnonzero(self._active):
-            mcts_visit_policy(&self.m, i, &policy_view[i, 0])
-        return policies
+            mcts_visit_counts(&self.m, i, &counts_view[i, 0])
+        totals = counts.sum(axis=1, keepdims=True)
+        return (counts / np.maximum(totals, 1)).astype(np.float32)
+
+    def visit_counts(self, i):
+        """int32 [num_actions]: visits of game i's root children (reused ones included)."""
+        i = self._check_index(i)
+        counts = np.zeros(self.game.num_actions, dtype=np.int32)
+        cdef int32_t[::1] view = counts
+        if mcts_has_tree(&self.m, i):
+            mcts_visit_counts(&self.m, i, &view[0])
+        return counts
 
     @staticmethod
     def _check_output(array, name, shape):
