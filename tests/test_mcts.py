@@ -92,6 +92,14 @@ def test_policies_are_distributions_over_legal_actions():
     assert mcts.visit_counts(0).sum() == 50
     assert np.allclose(policies[0], mcts.visit_counts(0) / 50)
 
+    def prefers_the_full_column(observations, legal_masks):
+        priors = np.zeros(legal_masks.shape, dtype=np.float32)
+        priors[:, 0] = 1.0
+        return priors, np.zeros((len(priors), 2), dtype=np.float32)
+
+    policies = BatchedMCTS(Connect4(), 1, num_simulations=50, seed=0).search([state], prefers_the_full_column)
+    assert policies[0, 0] == 0 and policies[0].sum() == pytest.approx(1.0)
+
 
 def searched_actions(mcts, states, rounds=3):
     """Policies and temperature-1 actions of a few moves of every game (subtree reuse)."""
@@ -267,6 +275,12 @@ def test_bad_inputs_raise_clear_errors():
     ]:
         with pytest.raises(ValueError, match=message):
             BatchedMCTS(game, 1, num_simulations=4).search([state], evaluator)
+
+    def reentrant(observations, legal_masks):
+        mcts.advance(0, 3)
+
+    with pytest.raises(RuntimeError, match="middle of search"):
+        mcts.search([state], reentrant)
     mcts.search([state], uniform_evaluator)
     with pytest.raises(ValueError, match="temperature"):
         mcts.choose_action(0, temperature=-1.0)

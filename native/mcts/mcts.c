@@ -89,7 +89,7 @@ static void draw_root_noise(const Mcts* m, MctsTree* t) {
     const MctsNode* root = &t->nodes[0];
     const MctsNode* children = &t->nodes[root->first_child];
     float eps = m->config.dirichlet_epsilon;
-    float noise[root->num_children > 0 ? root->num_children : 1];
+    float* noise = t->root_priors; /* gamma draws first, mixed in place below */
     float total = 0.0f;
     for (int32_t k = 0; k < root->num_children; k++) {
         noise[k] = eps > 0.0f ? sample_gamma(&t->rng, m->config.dirichlet_alpha) : 0.0f;
@@ -316,15 +316,14 @@ int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature) {
         if (children[k].visits > children[best].visits) best = k;
     if (temperature <= 0.0f) return children[best].action;
     /* Weights relative to the largest count keep visits^(1/T) finite for small T. */
-    double weights[root->num_children], total = 0.0;
-    for (int32_t k = 0; k < root->num_children; k++) {
-        weights[k] = pow((double)children[k].visits / (double)children[best].visits, 1.0 / temperature);
-        total += weights[k];
-    }
+    double exponent = 1.0 / temperature, total = 0.0;
+    for (int32_t k = 0; k < root->num_children; k++)
+        total += pow((double)children[k].visits / (double)children[best].visits, exponent);
     double target = (double)pc_rng_float(&t->rng) * total;
     for (int32_t k = 0; k < root->num_children; k++) {
-        target -= weights[k];
-        if (target < 0.0 && weights[k] > 0.0) return children[k].action;
+        double weight = pow((double)children[k].visits / (double)children[best].visits, exponent);
+        target -= weight;
+        if (target < 0.0 && weight > 0.0) return children[k].action;
     }
     return children[best].action;
 }

@@ -25,8 +25,8 @@
 #define MCTS_NO_CHILDREN (-1)
 #define MCTS_ERROR_POOL_EXHAUSTED (-1)
 
-/* One node = one edge from its parent. Children of a node are contiguous in the pool,
- * in increasing action order. States are not stored: a leaf's state is rebuilt by
+/* One node = one edge from its parent (int16 actions: games have <= 32767 actions).
+ * Children of a node are contiguous in the pool, in increasing action order. States are not stored: a leaf's state is rebuilt by
  * replaying the path's actions from the root state, which keeps nodes small. */
 typedef struct MctsNode {
     int32_t first_child; /* pool index, MCTS_NO_CHILDREN until expanded */

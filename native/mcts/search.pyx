@@ -78,6 +78,7 @@ cdef extern from "mcts.h" nogil:
                        uint64_t seed, int32_t* visits_out)
 
 MAX_PLAYERS = PC_GAME_MAX_PLAYERS
+MAX_ACTIONS = 32767
 cdef const char* SPEC_CAPSULE_NAME = "puffercore.PcGameSpec"
 _MAX_SEED = 2**64 - 1
 
@@ -123,6 +124,8 @@ cdef class Game:
             raise ValueError(f"game ABI version {self.spec.abi_version}, expected {PC_GAME_ABI_VERSION}")
         if not 1 <= self.spec.min_players <= self.spec.max_players <= PC_GAME_MAX_PLAYERS:
             raise ValueError(f"game players must satisfy 1 <= min <= max <= {PC_GAME_MAX_PLAYERS}")
+        if not 1 <= self.spec.num_actions <= MAX_ACTIONS:
+            raise ValueError(f"game num_actions must be in [1, {MAX_ACTIONS}] (search nodes store int16 actions)")
 
     @property
     def name(self):
@@ -303,6 +306,7 @@ cdef class BatchedMCTS:
     cdef readonly int num_simulations
     cdef readonly int max_nodes
     cdef object _observations, _masks, _rows_game, _active
+    cdef bint _busy  # inside search(): the evaluator must not touch this object
 
     def __init__(self, game, batch_size, num_simulations=800, c_base=19652.0, c_init=1.25,
                  dirichlet_alpha=0.3, dirichlet_epsilon=0.25, max_nodes=None, seed=0):
@@ -342,11 +346,22 @@ cdef class BatchedMCTS:
         mcts_destroy(&self.m)
 
     def _check_index(self, i):
+        if self._busy:
+            raise RuntimeError("BatchedMCTS is in the middle of search(); the evaluator must not use it")
         return _check_int(i, "i", 0, self.batch_size - 1)
 
     def search(self, states, evaluator):
         """Search every game; `states[i]` None skips game i. Returns float32 [B, A]
         visit-count policies (rows of skipped games are zero)."""
+        if self._busy:
+            raise RuntimeError("BatchedMCTS is in the middle of search(); the evaluator must not use it")
+        self._busy = True
+        try:
+            return self._search(states, evaluator)
+        finally:
+            self._busy = False
+
+    cdef object _search(self, states, evaluator):
         if len(states) != self.batch_size:
             raise ValueError(f"states must have batch_size={self.batch_size} entries, got {len(states)}")
         if not callable(evaluator):
