@@ -64,20 +64,29 @@ def puffercore_ms_per_move(openings, simulations: int, uct_c: float) -> float:
     return 1000 * (time.perf_counter() - start) / len(positions)
 
 
-def openspiel_ms_per_move(openings, simulations: int, uct_c: float) -> float | None:
+def openspiel_bot_and_states(openings, simulations: int, uct_c: float):
+    """OpenSpiel's MCTSBot with one random rollout per simulation, and the openings as
+    OpenSpiel states; None when open-spiel is not installed."""
     try:
         import pyspiel
     except ImportError:
         return None
     game = pyspiel.load_game("connect_four")
-    evaluator = pyspiel.RandomRolloutEvaluator(1, 0)
-    bot = pyspiel.MCTSBot(game, evaluator, uct_c, simulations, 1000, False, 0, False)
+    bot = pyspiel.MCTSBot(game, pyspiel.RandomRolloutEvaluator(1, 0), uct_c, simulations, 1000, False, 0, False)
     states = []
     for moves in openings:
         state = game.new_initial_state()
         for move in moves:
             state.apply_action(move)
         states.append(state)
+    return bot, states
+
+
+def openspiel_ms_per_move(openings, simulations: int, uct_c: float) -> float | None:
+    peer = openspiel_bot_and_states(openings, simulations, uct_c)
+    if peer is None:
+        return None
+    bot, states = peer
     start = time.perf_counter()
     for state in states:
         bot.step(state)

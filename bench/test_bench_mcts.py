@@ -7,7 +7,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/ is not a package
-from bench_mcts import connect4_after, random_openings  # noqa: E402
+from bench_mcts import connect4_after, openspiel_bot_and_states, random_openings  # noqa: E402
 from puffercore.alphazero import BatchedMCTS, mcts_baseline_move, uniform_evaluator
 from puffercore.games import Connect4
 
@@ -36,14 +36,9 @@ def test_puffercore_baseline_1000_simulations(benchmark):
 
 
 def test_openspiel_mctsbot_1000_simulations(benchmark):
-    pyspiel = pytest.importorskip("pyspiel")
-    game = pyspiel.load_game("connect_four")
-    bot = pyspiel.MCTSBot(game, pyspiel.RandomRolloutEvaluator(1, 0), 2.0, SIMULATIONS, 1000, False, 0, False)
-    states = []
-    for moves in OPENINGS:
-        state = game.new_initial_state()
-        for move in moves:
-            state.apply_action(move)
-        states.append(state)
+    peer = openspiel_bot_and_states(OPENINGS, SIMULATIONS, 2.0)
+    if peer is None:
+        pytest.skip("open-spiel is not installed")
+    bot, states = peer
     actions = benchmark(lambda: [bot.step(state) for state in states])
     assert len(actions) == len(states)

@@ -51,4 +51,15 @@ typedef struct PcGameSpec {
     int32_t (*render)(const void* state, char* out, int32_t capacity);
 } PcGameSpec;
 
+/* Helpers for two-player win/lose/draw games. */
+static inline int32_t pc_game_two_players(const void* state) {
+    (void)state;
+    return 2;
+}
+
+/* +1 for the winner and -1 for the loser; 0 each on a draw or before the end (winner < 0). */
+static inline void pc_game_win_loss_returns(int winner, float* out) {
+    for (int seat = 0; seat < 2; seat++) out[seat] = winner < 0 ? 0.0f : (winner == seat ? 1.0f : -1.0f);
+}
+
 #endif

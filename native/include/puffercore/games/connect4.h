@@ -99,17 +99,10 @@ static void c4_game_apply(void* state, int32_t action) { c4_play((Connect4*)stat
 static int32_t c4_game_is_terminal(const void* state) { return c4_is_over((const Connect4*)state); }
 
 static void c4_game_returns(const void* state, float* out) {
-    const Connect4* c4 = (const Connect4*)state;
-    for (int seat = 0; seat < 2; seat++)
-        out[seat] = c4->winner == C4_NO_WINNER ? 0.0f : (c4->winner == seat ? 1.0f : -1.0f);
+    pc_game_win_loss_returns(((const Connect4*)state)->winner, out);
 }
 
 static int32_t c4_game_current_player(const void* state) { return ((const Connect4*)state)->player; }
-
-static int32_t c4_game_num_players(const void* state) {
-    (void)state;
-    return 2;
-}
 
 /* Planes [2, rows, cols]: the observer's pieces, then the opponent's. */
 static void c4_game_observe(const void* state, int32_t player, float* out) {
@@ -160,7 +153,7 @@ static const PcGameSpec CONNECT4_GAME = {
     .is_terminal = c4_game_is_terminal,
     .returns = c4_game_returns,
     .current_player = c4_game_current_player,
-    .num_players = c4_game_num_players,
+    .num_players = pc_game_two_players,
     .observe = c4_game_observe,
     .render = c4_game_render,
 };

@@ -58,17 +58,10 @@ static void ttt_game_apply(void* state, int32_t action) {
 static int32_t ttt_game_is_terminal(const void* state) { return ttt_is_over((const TicTacToe*)state); }
 
 static void ttt_game_returns(const void* state, float* out) {
-    const TicTacToe* t = (const TicTacToe*)state;
-    for (int seat = 0; seat < 2; seat++)
-        out[seat] = t->winner == TTT_NO_WINNER ? 0.0f : (t->winner == seat ? 1.0f : -1.0f);
+    pc_game_win_loss_returns(((const TicTacToe*)state)->winner, out);
 }
 
 static int32_t ttt_game_current_player(const void* state) { return ((const TicTacToe*)state)->player; }
-
-static int32_t ttt_game_num_players(const void* state) {
-    (void)state;
-    return 2;
-}
 
 /* Planes [2, 3, 3]: the observer's marks, then the opponent's. */
 static void ttt_game_observe(const void* state, int32_t player, float* out) {
@@ -108,7 +101,7 @@ static const PcGameSpec TICTACTOE_GAME = {
     .is_terminal = ttt_game_is_terminal,
     .returns = ttt_game_returns,
     .current_player = ttt_game_current_player,
-    .num_players = ttt_game_num_players,
+    .num_players = pc_game_two_players,
     .observe = ttt_game_observe,
     .render = ttt_game_render,
 };
