@@ -11,7 +11,7 @@ in another extension joins with `Game(spec_capsule)` (a PyCapsule named
 "puffercore.PcGameSpec" pointing at its `PcGameSpec`).
 """
 
-from puffercore._search import MAX_PLAYERS, Game, GameState, connect4_spec, tictactoe_spec
+from puffercore._search import MAX_PLAYERS, Game, GameState, connect4_spec, pig_spec, tictactoe_spec
 
 
 class Connect4(Game):
@@ -28,4 +28,12 @@ class TicTacToe(Game):
         super().__init__(tictactoe_spec())
 
 
-__all__ = ["MAX_PLAYERS", "Connect4", "Game", "GameState", "TicTacToe"]
+class Pig(Game):
+    """The dice game for 2-4 players, to 20 points; action 0 = roll, 1 = hold. A small
+    game with chance events (dice from the state's RNG) and more than two players."""
+
+    def __init__(self):
+        super().__init__(pig_spec())
+
+
+__all__ = ["MAX_PLAYERS", "Connect4", "Game", "GameState", "Pig", "TicTacToe"]

@@ -4,7 +4,7 @@ and a plain-Python reference."""
 import numpy as np
 import pytest
 
-from puffercore.games import Connect4, Game, GameState, TicTacToe
+from puffercore.games import Connect4, Game, GameState, Pig, TicTacToe
 
 # A full Connect4 board without four in a row (found by random search, checked below).
 DRAWN_CONNECT4 = [3, 6, 1, 3, 1, 3, 6, 4, 5, 5, 3, 4, 3, 1, 1, 0, 4, 3, 0, 4, 6, 6, 2, 6, 1, 0, 5,
@@ -142,6 +142,102 @@ def test_tictactoe_draw_and_rules():
         state.apply(4)
     mine, theirs = state.observation(1)
     assert mine.sum() == 0 and theirs[1, 1] == 1
+
+
+ROLL, HOLD = 0, 1
+
+
+def pig_turn_total(state):
+    return round(float(state.observation()[4]) * 20)
+
+
+def test_pig_rolls_are_fair_dice_from_the_state_rng():
+    outcomes = []
+    for seed in range(1200):
+        state = Pig().new_state(seed=seed, num_players=3)
+        state.apply(ROLL)
+        if state.current_player() == 1:  # rolled a 1: turn total lost, turn passed
+            assert pig_turn_total(state) == 0
+            outcomes.append(1)
+        else:
+            outcomes.append(pig_turn_total(state))
+    counts = np.bincount(outcomes, minlength=7)[1:]
+    assert counts.sum() == 1200 and (np.abs(counts - 200) < 50).all()
+    a, b = Pig().new_state(seed=5), Pig().new_state(seed=5)
+    copy = a.clone()
+    for _ in range(10):
+        for state in (a, b, copy):
+            state.apply(ROLL)
+    assert a == b == copy
+
+
+def test_pig_hold_banks_and_passes_the_turn_in_order():
+    state = Pig().new_state(seed=0, num_players=4)
+    seen = []
+    for _ in range(12):
+        player = state.current_player()
+        seen.append(player)
+        while state.current_player() == player and pig_turn_total(state) == 0:
+            state.apply(ROLL)  # until something is at stake or the turn is lost
+        if state.current_player() == player:
+            total = pig_turn_total(state)
+            before = state.observation(player)[0] * 20
+            state.apply(HOLD)
+            assert round(float(state.observation(player)[0]) * 20) == round(before) + total
+        assert state.current_player() == (player + 1) % 4
+    assert seen == [0, 1, 2, 3] * 3
+
+
+def pig_rolled_to_target(num_players):
+    """A Pig position where player 0 has a turn total >= 20 (and so wins by holding)."""
+    for seed in range(10_000):
+        state = Pig().new_state(seed=seed, num_players=num_players)
+        while state.current_player() == 0 and pig_turn_total(state) < 20:
+            state.apply(ROLL)
+        if state.current_player() == 0:
+            return state
+    raise AssertionError("no seed rolled to the target")
+
+
+def test_pig_first_to_target_wins_and_returns_are_zero_sum():
+    state = pig_rolled_to_target(3)
+    assert not state.is_terminal() and state.returns().tolist() == [0.0, 0.0, 0.0]
+    total = pig_turn_total(state)
+    state.apply(HOLD)
+    assert state.is_terminal()
+    assert state.returns().tolist() == [1.0, -0.5, -0.5]
+    assert not state.legal_mask().any()
+    assert str(state).startswith(f"scores {total} 0 0 |")
+
+
+def test_pig_hold_needs_a_turn_total():
+    state = Pig().new_state(seed=0)
+    assert state.legal_actions() == [ROLL]
+    with pytest.raises(ValueError, match="illegal"):
+        state.apply(HOLD)
+    while pig_turn_total(state) == 0:
+        state.apply(ROLL)
+    assert state.legal_actions() == [ROLL, HOLD]
+
+
+def test_pig_ends_at_the_move_cap():
+    state = Pig().new_state(num_players=2)
+    for _ in range(Pig().max_moves):  # never holding, nobody scores
+        state.apply(ROLL)
+    assert state.is_terminal() and state.returns().tolist() == [0.0, 0.0]
+
+
+def test_pig_observation_and_metadata():
+    game = Pig()
+    assert (game.num_actions, game.observation_shape, game.min_players, game.max_players) == (2, (9,), 2, 4)
+    state = game.new_state(num_players=3)
+    assert state.num_players == 3 and len(state.returns()) == 3
+    assert state.observation(0)[5:].tolist() == [1, 0, 0, 0]   # the mover is the observer
+    assert state.observation(1)[5:].tolist() == [0, 0, 1, 0]   # two seats after player 1
+    assert str(state) == "scores 0 0 0 | player 0 to move, turn total 0\n"
+    for bad in (1, 5):
+        with pytest.raises(ValueError, match="num_players"):
+            game.new_state(num_players=bad)
 
 
 def test_clone_is_independent():

@@ -5,7 +5,7 @@ import pytest
 
 from puffercore.alphazero import BatchedMCTS, MCTSBaseline, RandomAgent, mcts_baseline_move, uniform_evaluator
 from puffercore.env import derive_seed
-from puffercore.games import Connect4, TicTacToe
+from puffercore.games import Connect4, Pig, TicTacToe
 
 WIN_IN_ONE = [0, 0, 1, 1, 2, 6]  # X (to move) has (0,0)-(0,2): column 3 wins
 MUST_BLOCK = [0, 3, 0, 4, 6, 5]  # O has (0,3)-(0,5), (0,6) is X's: X must play 2
@@ -196,6 +196,81 @@ def test_values_are_read_from_the_movers_perspective():
         mcts = BatchedMCTS(TicTacToe(), 1, num_simulations=30, dirichlet_epsilon=0.0, seed=0)
         mcts.search([play(TicTacToe(), moves)], centre_evaluator)
         assert mcts.choose_action(0, temperature=0.0) == 4
+
+
+def pig_rolled_to_target(num_players):
+    for seed in range(10_000):
+        state = Pig().new_state(seed=seed, num_players=num_players)
+        while state.current_player() == 0 and state.observation()[4] * 20 < 20:
+            state.apply(0)
+        if state.current_player() == 0:
+            return state
+    raise AssertionError("no seed rolled to the target")
+
+
+def constant_evaluator(values):
+    """Uniform priors; `values` in perspective order [mover, next seat, ...] for every leaf."""
+    def evaluate(observations, legal_masks):
+        return legal_masks / legal_masks.sum(axis=1, keepdims=True), np.tile(values, (len(legal_masks), 1))
+    return evaluate
+
+
+def test_leaf_values_are_rotated_from_the_movers_perspective_to_seats():
+    # Two simulations visit each root child once (roll, then hold). Holding hands the move
+    # to seat 1, so [mover, next, next-next] = [0.1, 0.2, 0.3] is [0.3, 0.1, 0.2] by seat.
+    state = Pig().new_state(seed=0, num_players=3)
+    while state.current_player() != 0 or 1 not in state.legal_actions():
+        state.apply(0)
+    mcts = BatchedMCTS(Pig(), 1, num_simulations=2, dirichlet_epsilon=0.0, seed=0)
+    mcts.search([state], constant_evaluator([0.1, 0.2, 0.3]))
+    assert mcts.visit_counts(0).tolist() == [1, 1]
+    assert np.allclose(mcts.root_values(0)[1], [0.3, 0.1, 0.2])
+    # Tic-tac-toe: every child of the empty board is a position with O (seat 1) to move.
+    mcts = BatchedMCTS(TicTacToe(), 1, num_simulations=9, dirichlet_epsilon=0.0, seed=0)
+    mcts.search([TicTacToe().new_state()], constant_evaluator([0.25, -0.75]))
+    assert mcts.visit_counts(0).tolist() == [1] * 9
+    assert np.allclose(mcts.root_values(0), [[-0.75, 0.25]] * 9)
+
+
+def test_chance_games_are_searched_with_sampled_draws():
+    winning = pig_rolled_to_target(3)  # holding wins; both searches must see it
+    mcts = BatchedMCTS(Pig(), 1, num_simulations=200, seed=0)
+    assert greedy_move(mcts, winning) == 1
+    assert mcts_baseline_move(winning, 500)[0] == 1
+    # Two states that differ only in their RNG (the real future dice) search alike.
+    policies = [BatchedMCTS(Pig(), 1, num_simulations=300, seed=4).search([Pig().new_state(seed=s)],
+                                                                           uniform_evaluator) for s in (1, 2)]
+    assert np.array_equal(policies[0], policies[1])
+    assert [mcts_baseline_move(Pig().new_state(seed=s), 300, seed=4)[1].tolist() for s in (1, 2)] == \
+        [mcts_baseline_move(Pig().new_state(seed=1), 300, seed=4)[1].tolist()] * 2
+    # The tree follows the real dice: after a roll the kept subtree is reused.
+    state = Pig().new_state(seed=1)
+    mcts = BatchedMCTS(Pig(), 1, num_simulations=300, dirichlet_epsilon=0.0, seed=4)
+    mcts.search([state], uniform_evaluator)
+    kept_visits = mcts.visit_counts(0)[0]
+    state.apply(0)
+    mcts.advance(0, 0)
+    assert mcts.root_state(0) == state
+    mcts.search([state], uniform_evaluator)
+    assert mcts.visit_counts(0).sum() == kept_visits - 1 + 300
+
+
+def test_search_plays_pig_to_the_end_across_chance_events():
+    games = 8
+    mcts = BatchedMCTS(Pig(), games, num_simulations=64, seed=1)
+    states = [Pig().new_state(seed=i, num_players=2 + i % 3) for i in range(games)]
+    while not all(state.is_terminal() for state in states):
+        to_search = [None if state.is_terminal() else state for state in states]
+        policies = mcts.search(to_search, uniform_evaluator)
+        for i, state in enumerate(to_search):
+            if state is not None:
+                assert policies[i].sum() == pytest.approx(1.0)
+                action = mcts.choose_action(i, temperature=1.0)
+                state.apply(action)
+                mcts.advance(i, action)
+    for state in states:
+        returns = state.returns()
+        assert returns.sum() == pytest.approx(0.0, abs=1e-6) and returns.max() > 0
 
 
 def test_evaluator_sees_leaf_observations_and_masks():

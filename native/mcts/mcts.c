@@ -5,7 +5,13 @@
  *     c(s)  = log((1 + N(s) + c_base) / c_base) + c_init,
  * where p is the player to move at s and Q_p is the child's mean backed-up return for
  * seat p (0 for an unvisited child, as in the AlphaZero pseudocode). Values are vectors
- * by seat, so each node maximises its own mover's value and 2-4 player games work. */
+ * by seat, so each node maximises its own mover's value and 2-4 player games work.
+ *
+ * Chance games are searched open-loop: every simulation replays the path from a copy of
+ * the root whose chance RNG is reseeded from the tree's own RNG, so a node stands for an
+ * action sequence, its statistics average over sampled draws, and the search never sees
+ * the real future draws. Children were created from the legal actions of the sample
+ * that expanded the node; selection skips the ones another sample does not allow. */
 #include "mcts.h"
 
 #include <math.h>
@@ -53,6 +59,27 @@ void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, cons
         node->visits++;
         for (int32_t p = 0; p < num_players; p++) node->value_sum[p] += values[p];
     }
+}
+
+/* Chance games: replace the state's RNG with a fresh sample from `source`. */
+void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source) {
+    if (game->rng_offset < 0) return;
+    uint64_t seed = ((uint64_t)pc_rng_next(source) << 32) | pc_rng_next(source);
+    pc_rng_seed((PcRng*)((char*)state + game->rng_offset), seed, pc_rng_next(source));
+}
+
+/* The mask selection must respect at an expanded node: NULL in deterministic games (all
+ * stored children are legal); in chance games the sample's legal mask written to
+ * `scratch`, or NULL with *sample_ended set when this sample's game is already over. */
+const uint8_t* mcts_available(const PcGameSpec* game, const void* state, uint8_t* scratch, int* sample_ended) {
+    *sample_ended = 0;
+    if (game->rng_offset < 0) return NULL;
+    if (game->is_terminal(state)) {
+        *sample_ended = 1;
+        return NULL;
+    }
+    game->legal_mask(state, scratch);
+    return scratch;
 }
 
 /* ---- random numbers for root noise ----------------------------------------------------- */
@@ -112,7 +139,8 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
     m->batch_size = batch_size;
     m->trees = calloc((size_t)batch_size, sizeof(MctsTree));
     m->compact = malloc((size_t)config.max_nodes * sizeof(MctsNode));
-    if (!m->trees || !m->compact) return -1;
+    m->legal = malloc((size_t)game->num_actions);
+    if (!m->trees || !m->compact || !m->legal) return -1;
     for (int32_t i = 0; i < batch_size; i++) {
         MctsTree* t = &m->trees[i];
         t->nodes = malloc((size_t)config.max_nodes * sizeof(MctsNode));
@@ -137,6 +165,7 @@ void mcts_destroy(Mcts* m) {
     }
     free(m->trees);
     free(m->compact);
+    free(m->legal);
     memset(m, 0, sizeof(*m));
 }
 
@@ -163,11 +192,26 @@ void mcts_set_root(Mcts* m, int32_t i, const void* state) {
     t->noise_pending = 1;
 }
 
+/* In chance games a node's children come from the sample that expanded it: a new root
+ * must have exactly the real position's legal actions as children, or be replanted. */
+static int children_match_legal(const Mcts* m, const void* state, const MctsNode* nodes) {
+    const PcGameSpec* game = m->game;
+    const MctsNode* root = &nodes[0];
+    if (game->rng_offset < 0 || root->first_child == MCTS_NO_CHILDREN) return 1;
+    uint8_t* legal = m->legal;
+    game->legal_mask(state, legal);
+    if (mcts_count_legal(legal, game->num_actions) != root->num_children) return 0;
+    for (int32_t k = 0; k < root->num_children; k++)
+        if (!legal[nodes[root->first_child + k].action]) return 0;
+    return 1;
+}
+
 /* The child of the root that `action` leads to becomes the root; its subtree is copied
  * breadth-first to the front of the pool (sibling blocks stay contiguous), the rest is
  * freed. A subtree that would not leave room for a full next search (root expansion
  * plus simulations, each adding at most num_actions nodes) is dropped, so reuse never
- * exhausts a pool that fits one search from scratch. */
+ * exhausts a pool that fits one search from scratch; so is one whose root children do
+ * not fit the real draws. */
 void mcts_advance(Mcts* m, int32_t i, int32_t action) {
     MctsTree* t = &m->trees[i];
     const MctsNode* root = &t->nodes[0];
@@ -191,7 +235,7 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
         count += node->num_children;
     }
     int64_t room_needed = ((int64_t)m->config.num_simulations + 1) * m->game->num_actions;
-    if (count + room_needed > m->config.max_nodes) {
+    if (count + room_needed > m->config.max_nodes || !children_match_legal(m, t->root_state, out)) {
         plant_root(t);
         return;
     }
@@ -201,25 +245,28 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
 
 /* ---- one simulation -------------------------------------------------------------------- */
 
-static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index, int32_t player) {
+/* The best child by PUCT among those `available` allows (all when NULL); -1 if none. */
+static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index, int32_t player,
+                            const uint8_t* available) {
     const MctsNode* node = &t->nodes[node_index];
     const MctsNode* children = &t->nodes[node->first_child];
     const float* root_priors = node_index == 0 ? t->root_priors : NULL;
     float c = logf((1.0f + (float)node->visits + m->config.c_base) / m->config.c_base) + m->config.c_init;
     float exploration = c * sqrtf((float)node->visits);
-    int32_t best = 0;
+    int32_t best = -1;
     float best_score = -INFINITY;
     for (int32_t k = 0; k < node->num_children; k++) {
         const MctsNode* child = &children[k];
+        if (available && !available[child->action]) continue;
         float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : 0.0f;
         float prior = root_priors ? root_priors[k] : child->prior;
         float score = q + exploration * prior / (1.0f + (float)child->visits);
-        if (score > best_score) {
+        if (best < 0 || score > best_score) {
             best_score = score;
             best = k;
         }
     }
-    return node->first_child + best;
+    return best < 0 ? -1 : node->first_child + best;
 }
 
 int mcts_search_done(const Mcts* m) {
@@ -246,11 +293,17 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             t->simulations_left--;
         }
         memcpy(t->leaf_state, t->root_state, game->state_size);
-        int32_t node = 0;
+        mcts_resample_chance(game, t->leaf_state, &t->rng);
+        int32_t node = 0, sample_ended = 0;
         t->path[0] = 0;
         t->path_length = 1;
+        uint8_t* mask = legal_masks + (size_t)rows * (size_t)game->num_actions;
         while (t->nodes[node].first_child != MCTS_NO_CHILDREN) {
-            node = select_child(m, t, node, game->current_player(t->leaf_state));
+            const uint8_t* available = mcts_available(game, t->leaf_state, mask, &sample_ended);
+            if (sample_ended) break;
+            int32_t child = select_child(m, t, node, game->current_player(t->leaf_state), available);
+            if (child < 0) break; /* this sample allows none of the stored actions: evaluate here */
+            node = child;
             game->apply(t->leaf_state, t->nodes[node].action);
             t->path[t->path_length++] = node;
         }
@@ -260,9 +313,9 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             mcts_backup(t->nodes, t->path, t->path_length, returns, game->num_players(t->leaf_state));
             continue;
         }
-        uint8_t* mask = legal_masks + (size_t)rows * (size_t)game->num_actions;
         game->legal_mask(t->leaf_state, mask);
-        if (t->num_nodes + mcts_count_legal(mask, game->num_actions) > m->config.max_nodes) {
+        int expands = t->nodes[node].first_child == MCTS_NO_CHILDREN;
+        if (expands && t->num_nodes + mcts_count_legal(mask, game->num_actions) > m->config.max_nodes) {
             *failed_game = i;
             return MCTS_ERROR_POOL_EXHAUSTED;
         }
@@ -279,11 +332,13 @@ void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const in
     for (int32_t row = 0; row < n; row++) {
         MctsTree* t = &m->trees[rows_game[row]];
         MctsNode* leaf = &t->nodes[t->path[t->path_length - 1]];
-        leaf->first_child = t->num_nodes;
-        leaf->num_children = (int16_t)mcts_add_children(t->nodes, t->num_nodes,
-                                                        legal_masks + (size_t)row * (size_t)game->num_actions,
-                                                        game->num_actions, priors + (size_t)row * (size_t)game->num_actions);
-        t->num_nodes += leaf->num_children;
+        if (leaf->first_child == MCTS_NO_CHILDREN) { /* else an open-loop re-evaluation */
+            leaf->first_child = t->num_nodes;
+            leaf->num_children = (int16_t)mcts_add_children(
+                t->nodes, t->num_nodes, legal_masks + (size_t)row * (size_t)game->num_actions, game->num_actions,
+                priors + (size_t)row * (size_t)game->num_actions);
+            t->num_nodes += leaf->num_children;
+        }
         int32_t num_players = game->num_players(t->leaf_state);
         int32_t mover = game->current_player(t->leaf_state);
         float by_seat[PC_GAME_MAX_PLAYERS];
@@ -303,6 +358,18 @@ void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
     for (int32_t k = 0; k < root->num_children; k++) {
         const MctsNode* child = &t->nodes[root->first_child + k];
         out[child->action] = child->visits;
+    }
+}
+
+void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width) {
+    const MctsTree* t = &m->trees[i];
+    const MctsNode* root = &t->nodes[0];
+    memset(out, 0, (size_t)m->game->num_actions * (size_t)width * sizeof(float));
+    if (t->num_nodes == 0) return;
+    for (int32_t k = 0; k < root->num_children; k++) {
+        const MctsNode* child = &t->nodes[root->first_child + k];
+        for (int32_t p = 0; child->visits > 0 && p < width; p++)
+            out[(size_t)child->action * (size_t)width + (size_t)p] = child->value_sum[p] / (float)child->visits;
     }
 }
 

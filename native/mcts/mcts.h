@@ -67,6 +67,7 @@ typedef struct Mcts {
     int32_t batch_size;
     MctsTree* trees;
     MctsNode* compact; /* [max_nodes] scratch for mcts_advance */
+    uint8_t* legal;    /* [num_actions] scratch for mcts_advance */
 } Mcts;
 
 /* Returns 0, or -1 when memory runs out (m is then left empty and safe to destroy). */
@@ -96,6 +97,8 @@ void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const in
 
 /* Root visit counts over num_actions (zero for unvisited and illegal actions). */
 void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out);
+/* Mean backed-up value of each root child by seat, out[num_actions][width] (0 where unvisited). */
+void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width);
 /* temperature 0: most visited (lowest action on ties); else sample visits^(1/temperature).
  * -1 when the root has not been expanded by a search. */
 int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature);
@@ -106,6 +109,8 @@ int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulation
                    uint64_t seed, int32_t* visits_out);
 
 /* Shared by both searches. */
+void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source);
+const uint8_t* mcts_available(const PcGameSpec* game, const void* state, uint8_t* scratch, int* sample_ended);
 int32_t mcts_add_children(MctsNode* nodes, int32_t at, const uint8_t* legal_mask, int32_t num_actions,
                           const float* priors);
 void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, const float* values,

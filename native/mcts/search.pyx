@@ -46,6 +46,9 @@ cdef extern from "puffercore/games/connect4.h":
 cdef extern from "puffercore/games/tictactoe.h":
     const PcGameSpec TICTACTOE_GAME
 
+cdef extern from "puffercore/games/pig.h":
+    const PcGameSpec PIG_GAME
+
 cdef extern from "mcts.h" nogil:
     enum: MCTS_ERROR_POOL_EXHAUSTED
     ctypedef struct MctsConfig:
@@ -73,6 +76,7 @@ cdef extern from "mcts.h" nogil:
     void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                             const float* priors, const float* values, int32_t value_width)
     void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out)
+    void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width)
     int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature)
     int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
                        uint64_t seed, int32_t* visits_out)
@@ -89,6 +93,10 @@ def connect4_spec():
 
 def tictactoe_spec():
     return PyCapsule_New(<void*>&TICTACTOE_GAME, SPEC_CAPSULE_NAME, NULL)
+
+
+def pig_spec():
+    return PyCapsule_New(<void*>&PIG_GAME, SPEC_CAPSULE_NAME, NULL)
 
 
 def _check_int(value, name, low, high=None):
@@ -294,6 +302,9 @@ cdef class BatchedMCTS:
     Trees live in preallocated node pools (`max_nodes` per game) and persist: after
     `advance(i, action)` the chosen child's subtree is the next root, and a search of a
     state equal to the stored root reuses its tree (any other state starts afresh).
+    Games with chance events are searched open-loop: each simulation reseeds a copy of
+    the state's RNG, so values average over sampled draws and the search never sees
+    the real future ones.
     Dirichlet noise (alpha, epsilon) is mixed into the root priors at every search and,
     like temperature sampling, drawn from game i's own RNG: `seed` is an int (game i
     gets derive_seed(seed, i)) or a sequence of batch_size ints (one per game), so a
@@ -413,6 +424,16 @@ cdef class BatchedMCTS:
             mcts_visit_counts(&self.m, i, &counts_view[i, 0])
         totals = counts.sum(axis=1, keepdims=True)
         return (counts / np.maximum(totals, 1)).astype(np.float32)
+
+    def root_values(self, i):
+        """float32 [num_actions, num_players]: mean backed-up value of each root child
+        by seat (0 for unvisited or illegal actions)."""
+        root = self.root_state(i)
+        width = root.num_players if root is not None else self.game.max_players
+        values = np.zeros((self.game.num_actions, width), dtype=np.float32)
+        cdef float[:, ::1] view = values
+        mcts_root_values(&self.m, i, &view[0, 0], width)
+        return values
 
     def visit_counts(self, i):
         """int32 [num_actions]: visits of game i's root children (reused ones included)."""

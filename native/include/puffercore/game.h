@@ -3,7 +3,11 @@
  * A game is one C header: a state struct that is plain data (no pointers, so a clone
  * is a memcpy of spec.state_size bytes), functions over it, and a `PcGameSpec`. No
  * globals. Chance events (dice, tile draws) come from a PcRng kept INSIDE the state, so
- * a cloned state replays the same draws and two games never share a stream.
+ * a cloned state replays the same draws and two games never share a stream. Such a
+ * game sets spec.rng_offset to offsetof(State, rng) and draws every hidden outcome
+ * from that RNG at the moment it happens (a bag is counts, not a pre-shuffled order):
+ * search code then reseeds its copies to sample draws of its own, so it never learns
+ * the real future ones. Deterministic games set rng_offset = -1.
  *
  * init must write every byte of the state (memset first): search code compares states
  * with memcmp to recognise a position it already has a tree for.
@@ -39,6 +43,7 @@ typedef struct PcGameSpec {
     int32_t min_players;
     int32_t max_players; /* <= PC_GAME_MAX_PLAYERS */
     int32_t max_moves;   /* no game lasts more actions (search sizes its paths by it) */
+    int32_t rng_offset;  /* byte offset of the state's chance PcRng, or -1 without chance */
     void (*init)(void* state, uint64_t seed, int32_t num_players);
     void (*legal_mask)(const void* state, uint8_t* out); /* out[num_actions], 1 = legal */
     void (*apply)(void* state, int32_t action);

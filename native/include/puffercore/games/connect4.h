@@ -147,6 +147,7 @@ static const PcGameSpec CONNECT4_GAME = {
     .min_players = 2,
     .max_players = 2,
     .max_moves = C4_ROWS * C4_COLS,
+    .rng_offset = -1,
     .init = c4_game_init,
     .legal_mask = c4_game_legal_mask,
     .apply = c4_game_apply,

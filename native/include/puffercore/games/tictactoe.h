@@ -95,6 +95,7 @@ static const PcGameSpec TICTACTOE_GAME = {
     .min_players = 2,
     .max_players = 2,
     .max_moves = TTT_CELLS,
+    .rng_offset = -1,
     .init = ttt_game_init,
     .legal_mask = ttt_game_legal_mask,
     .apply = ttt_game_apply,
