@@ -295,8 +295,8 @@ cdef class BatchedMCTS:
         priors, values = evaluator(observations [n, *obs_shape], legal_masks [n, A] bool)
     ONCE for all n <= batch_size leaves (leaves that end the game are scored by the
     game's returns instead). priors: [n, A] >= 0 (renormalised over legal actions);
-    values: [n, >= num_players], row k = [value of the player to move, then the next
-    players in turn order] -- the same perspective as the observation. The arrays passed
+    values: [n, >= num_players], each row [value of the player to move, then of the
+    next players in turn order] -- the same perspective as the observation. The arrays passed
     in are reused next round; copy them to keep them.
 
     Trees live in preallocated node pools (`max_nodes` per game) and persist: after
