@@ -1,0 +1,226 @@
+/* Snake: num_snakes snakes share a width x height grid with num_food pieces of food;
+ * one agent row per snake. Actions: 0 up, 1 down, 2 left, 3 right (absolute).
+ *
+ * Each tick the snakes move in index order. A snake whose new head leaves the grid or
+ * lands on a body (its own included; its own tail, which moves away this tick, is
+ * free) dies: reward -1, terminal. Eating food gives reward 1 and grows the snake by
+ * one; the food reappears on a random free cell.
+ *
+ * A dead snake respawns in the same tick as a length-1 snake on a random free cell, so
+ * every row always holds a live agent (mask 1) and the row's observation after a
+ * death is the new snake's first; final_observations keeps the view at the death.
+ * Only when no cell is free does a row wait, with a zero observation and mask 0
+ * from the step after the death on, until a cell frees up. Snakes have no time limit.
+ *
+ * Observation: the (2 * vision + 1)^2 cells around the head, row-major: 0 empty,
+ * 1 food, 2 wall (off the grid), 3 own body, 4 another snake.
+ *
+ * The grid and the bodies live in the env's own memory after the struct
+ * (snake_env_size), so the binding's one allocation holds everything. */
+#ifndef PUFFERCORE_OCEAN_SNAKE_H
+#define PUFFERCORE_OCEAN_SNAKE_H
+
+#include "puffercore/env.h"
+
+enum { SNAKE_EMPTY = 0, SNAKE_FOOD = 1, SNAKE_FIRST_BODY = 2 }; /* cell 2 + k: snake k */
+enum { SNAKE_SEES_EMPTY = 0, SNAKE_SEES_FOOD = 1, SNAKE_SEES_WALL = 2, SNAKE_SEES_SELF = 3, SNAKE_SEES_OTHER = 4 };
+
+typedef struct SnakeAgent {
+    int32_t* body;  /* ring buffer of cell indices, width * height long */
+    int32_t tail;   /* slot of the tail in body; the head is length - 1 slots later */
+    int32_t length; /* 0: dead, waiting for a free cell */
+    float episode_return;
+    int32_t episode_length;
+} SnakeAgent;
+
+typedef struct Snake {
+    PcEnv pc;
+    int32_t width, height, num_snakes, num_food, vision; /* config */
+    int32_t food_count;
+    SnakeAgent* agents;
+    uint8_t* cells; /* SNAKE_EMPTY, SNAKE_FOOD or SNAKE_FIRST_BODY + snake index */
+} Snake;
+
+static size_t snake_env_size(int32_t width, int32_t height, int32_t num_snakes) {
+    size_t cells = (size_t)width * (size_t)height;
+    size_t size = sizeof(Snake) + (size_t)num_snakes * (sizeof(SnakeAgent) + cells * sizeof(int32_t)) + cells;
+    return (size + 15) & ~(size_t)15; /* keeps every env of an array 16-byte aligned */
+}
+
+static void snake_init(void* self) {
+    Snake* env = (Snake*)self;
+    env->agents = (SnakeAgent*)(env + 1);
+    int32_t* bodies = (int32_t*)(env->agents + env->num_snakes);
+    int32_t cells = env->width * env->height;
+    for (int32_t k = 0; k < env->num_snakes; k++) env->agents[k].body = bodies + (size_t)k * cells;
+    env->cells = (uint8_t*)(bodies + (size_t)env->num_snakes * cells);
+}
+
+static int32_t snake_head(const SnakeAgent* agent, int32_t cells) {
+    return agent->body[(agent->tail + agent->length - 1) % cells];
+}
+
+/* A random empty cell, or -1 when the grid is full: a few random probes, then a scan
+ * from a random start so that a crowded grid still finds its last free cells. */
+static int32_t snake_free_cell(Snake* env) {
+    uint32_t cells = (uint32_t)(env->width * env->height);
+    for (int tries = 0; tries < 8; tries++) {
+        uint32_t cell = pc_rng_below(&env->pc.rng, cells);
+        if (env->cells[cell] == SNAKE_EMPTY) return (int32_t)cell;
+    }
+    uint32_t start = pc_rng_below(&env->pc.rng, cells);
+    for (uint32_t i = 0; i < cells; i++) {
+        uint32_t cell = (start + i) % cells;
+        if (env->cells[cell] == SNAKE_EMPTY) return (int32_t)cell;
+    }
+    return -1;
+}
+
+static void snake_spawn(Snake* env, int32_t k) {
+    int32_t cell = snake_free_cell(env);
+    if (cell < 0) return;
+    SnakeAgent* agent = &env->agents[k];
+    agent->body[0] = cell;
+    agent->tail = 0;
+    agent->length = 1;
+    agent->episode_return = 0.0f;
+    agent->episode_length = 0;
+    env->cells[cell] = (uint8_t)(SNAKE_FIRST_BODY + k);
+}
+
+static void snake_place_food(Snake* env) {
+    while (env->food_count < env->num_food) {
+        int32_t cell = snake_free_cell(env);
+        if (cell < 0) return;
+        env->cells[cell] = SNAKE_FOOD;
+        env->food_count += 1;
+    }
+}
+
+static void snake_observe(const Snake* env, int32_t k, uint8_t* obs) {
+    const SnakeAgent* agent = &env->agents[k];
+    int32_t side = 2 * env->vision + 1;
+    if (agent->length == 0) {
+        memset(obs, 0, (size_t)(side * side));
+        return;
+    }
+    int32_t head = snake_head(agent, env->width * env->height);
+    int32_t head_row = head / env->width, head_col = head % env->width;
+    for (int32_t dr = -env->vision; dr <= env->vision; dr++) {
+        int32_t row = head_row + dr;
+        for (int32_t dc = -env->vision; dc <= env->vision; dc++) {
+            int32_t col = head_col + dc;
+            uint8_t seen = SNAKE_SEES_WALL;
+            if (row >= 0 && row < env->height && col >= 0 && col < env->width) {
+                uint8_t cell = env->cells[row * env->width + col];
+                seen = cell < SNAKE_FIRST_BODY         ? cell
+                       : cell == SNAKE_FIRST_BODY + k ? SNAKE_SEES_SELF
+                                                       : SNAKE_SEES_OTHER;
+            }
+            *obs++ = seen;
+        }
+    }
+}
+
+static void snake_die(Snake* env, int32_t k) {
+    SnakeAgent* agent = &env->agents[k];
+    int32_t cells = env->width * env->height, side = 2 * env->vision + 1;
+    agent->episode_return -= 1.0f;
+    env->pc.rewards[k] = -1.0f;
+    env->pc.terminals[k] = 1;
+    snake_observe(env, k, (uint8_t*)env->pc.final_observations + (size_t)k * side * side);
+    env->pc.log[0] += 1.0f;
+    env->pc.log[1] += agent->episode_return;
+    env->pc.log[2] += (float)agent->episode_length;
+    env->pc.log[3] += (float)agent->length;
+    for (int32_t i = 0; i < agent->length; i++) env->cells[agent->body[(agent->tail + i) % cells]] = SNAKE_EMPTY;
+    agent->length = 0;
+}
+
+static void snake_move(Snake* env, int32_t k, int32_t action) {
+    static const int32_t row_moves[4] = {-1, 1, 0, 0}, col_moves[4] = {0, 0, -1, 1};
+    SnakeAgent* agent = &env->agents[k];
+    int32_t cells = env->width * env->height;
+    int32_t head = snake_head(agent, cells), tail = agent->body[agent->tail];
+    int32_t row = head / env->width + row_moves[action], col = head % env->width + col_moves[action];
+    agent->episode_length += 1;
+    if (row < 0 || row >= env->height || col < 0 || col >= env->width) {
+        snake_die(env, k);
+        return;
+    }
+    int32_t next = row * env->width + col;
+    int eats = env->cells[next] == SNAKE_FOOD;
+    int own_tail_leaves = next == tail && !eats;
+    if (env->cells[next] >= SNAKE_FIRST_BODY && !own_tail_leaves) {
+        snake_die(env, k);
+        return;
+    }
+    if (eats) {
+        agent->length += 1;
+        agent->episode_return += 1.0f;
+        env->pc.rewards[k] = 1.0f;
+        env->food_count -= 1;
+    } else {
+        env->cells[tail] = SNAKE_EMPTY;
+        agent->tail = (agent->tail + 1) % cells;
+    }
+    agent->body[(agent->tail + agent->length - 1) % cells] = next;
+    env->cells[next] = (uint8_t)(SNAKE_FIRST_BODY + k);
+}
+
+static void snake_observe_all(Snake* env) {
+    int32_t side = 2 * env->vision + 1;
+    for (int32_t k = 0; k < env->num_snakes; k++) {
+        snake_observe(env, k, (uint8_t*)env->pc.observations + (size_t)k * side * side);
+        /* A death's own step still belongs to the agent that died. */
+        env->pc.masks[k] = env->agents[k].length > 0 || env->pc.terminals[k];
+    }
+}
+
+static void snake_reset(void* self) {
+    Snake* env = (Snake*)self;
+    memset(env->cells, SNAKE_EMPTY, (size_t)(env->width * env->height));
+    env->food_count = 0;
+    for (int32_t k = 0; k < env->num_snakes; k++) {
+        env->agents[k].length = 0;
+        env->pc.terminals[k] = 0; /* read by the masks in snake_observe_all */
+        snake_spawn(env, k);
+    }
+    snake_place_food(env);
+    snake_observe_all(env);
+}
+
+static void snake_step(void* self) {
+    Snake* env = (Snake*)self;
+    const int32_t* actions = (const int32_t*)env->pc.actions;
+    for (int32_t k = 0; k < env->num_snakes; k++) {
+        env->pc.rewards[k] = 0.0f;
+        env->pc.terminals[k] = 0;
+        env->pc.truncations[k] = 0;
+        if (env->agents[k].length > 0) snake_move(env, k, actions[k]);
+    }
+    for (int32_t k = 0; k < env->num_snakes; k++)
+        if (env->agents[k].length == 0) snake_spawn(env, k);
+    snake_place_food(env);
+    snake_observe_all(env);
+}
+
+static const char* const SNAKE_LOG_NAMES[] = {"episode_return", "episode_length", "snake_length"};
+
+static const PcEnvSpec SNAKE_SPEC = {
+    .abi_version = PC_ABI_VERSION,
+    .name = "Snake",
+    .env_size = 0, /* snake_env_size(width, height, num_snakes) */
+    .rows = 0,     /* num_snakes */
+    .obs_size = 0, /* (2 * vision + 1)^2 */
+    .obs_dtype = PC_UINT8,
+    .act_size = 1,
+    .act_dtype = PC_INT32,
+    .num_log = 3,
+    .log_names = SNAKE_LOG_NAMES,
+    .init = snake_init,
+    .reset = snake_reset,
+    .step = snake_step,
+};
+
+#endif
