@@ -9,8 +9,9 @@
  * A dead snake respawns in the same tick as a length-1 snake on a random free cell, so
  * every row always holds a live agent (mask 1) and the row's observation after a
  * death is the new snake's first; final_observations keeps the view at the death.
- * Only when no cell is free does a row wait, with a zero observation and mask 0
- * from the step after the death on, until a cell frees up. Snakes have no time limit.
+ * A free cell always exists then: moves and meals never shrink the number of free
+ * cells, each death frees at least one, and food is placed only after the respawns.
+ * Snakes have no time limit.
  *
  * Observation: the (2 * vision + 1)^2 cells around the head, row-major: 0 empty,
  * 1 food, 2 wall (off the grid), 3 own body, 4 another snake.
@@ -28,7 +29,7 @@ enum { SNAKE_SEES_EMPTY = 0, SNAKE_SEES_FOOD = 1, SNAKE_SEES_WALL = 2, SNAKE_SEE
 typedef struct SnakeAgent {
     int32_t* body;  /* ring buffer of cell indices, width * height long */
     int32_t tail;   /* slot of the tail in body; the head is length - 1 slots later */
-    int32_t length; /* 0: dead, waiting for a free cell */
+    int32_t length; /* 0 only between a death and the respawn in the same tick */
     float episode_return;
     int32_t episode_length;
 } SnakeAgent;
@@ -78,7 +79,7 @@ static int32_t snake_free_cell(Snake* env) {
 
 static void snake_spawn(Snake* env, int32_t k) {
     int32_t cell = snake_free_cell(env);
-    if (cell < 0) return;
+    if (cell < 0) return; /* unreachable (see the top); the row would stay masked out */
     SnakeAgent* agent = &env->agents[k];
     agent->body[0] = cell;
     agent->tail = 0;
@@ -172,8 +173,7 @@ static void snake_observe_all(Snake* env) {
     int32_t side = 2 * env->vision + 1;
     for (int32_t k = 0; k < env->num_snakes; k++) {
         snake_observe(env, k, (uint8_t*)env->pc.observations + (size_t)k * side * side);
-        /* A death's own step still belongs to the agent that died. */
-        env->pc.masks[k] = env->agents[k].length > 0 || env->pc.terminals[k];
+        env->pc.masks[k] = env->agents[k].length > 0;
     }
 }
 
@@ -183,7 +183,6 @@ static void snake_reset(void* self) {
     env->food_count = 0;
     for (int32_t k = 0; k < env->num_snakes; k++) {
         env->agents[k].length = 0;
-        env->pc.terminals[k] = 0; /* read by the masks in snake_observe_all */
         snake_spawn(env, k);
     }
     snake_place_food(env);
