@@ -28,7 +28,7 @@ import numpy as np
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.math cimport isfinite
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 
@@ -256,26 +256,25 @@ cdef class _EnvArray:
         for d in range(ndim):
             if cnp.PyArray_DIM(actions, d) != cnp.PyArray_DIM(buffer, d):
                 return False
-        cdef int64_t n = cnp.PyArray_SIZE(actions), width = self.action_low.shape[0], i, k
-        cdef int32_t* ints
-        cdef float* floats
-        if self.spec.act_dtype == PC_INT32:
-            ints = <int32_t*>cnp.PyArray_DATA(actions)
-            for i in range(n // width):
-                for k in range(width):
-                    if ints[i * width + k] < self.action_low[k] or ints[i * width + k] > self.action_high[k]:
-                        return False
-        else:
-            floats = <float*>cnp.PyArray_DATA(actions)
-            for i in range(n):
-                if not isfinite(floats[i]):
-                    return False
-        return True
+        if self.spec.act_dtype == PC_FLOAT32:
+            return _all_finite(<float*>cnp.PyArray_DATA(actions), cnp.PyArray_SIZE(actions))
+        return _ints_in_range(<int32_t*>cnp.PyArray_DATA(actions), self.count * self.spec.rows, self.action_low.shape[0],
+                              &self.action_low[0], &self.action_high[0])
 
     cdef dict _drain_info(self):
+        """Episode means over the envs that ended an episode this step. Only those can
+        hold logs (an env logs when an episode ends, which flags one of its rows), so
+        scanning the flag bytes spares touching every env struct."""
         cdef double sums[16]
         memset(sums, 0, sizeof(sums))
-        pc_drain_logs(&self.spec, self.envs, 0, self.count, sums)
+        cdef const uint8_t* terminals = <uint8_t*>cnp.PyArray_DATA(self.terminal_buffer)
+        cdef const uint8_t* truncations = <uint8_t*>cnp.PyArray_DATA(self.truncation_buffer)
+        cdef int64_t rows = self.spec.rows, i, row
+        for i in range(self.count):
+            for row in range(i * rows, (i + 1) * rows):
+                if terminals[row] | truncations[row]:
+                    pc_drain_logs(&self.spec, self.envs, i, i + 1, sums)
+                    break
         if sums[0] == 0:
             return {}
         info = {"episodes": sums[0]}
@@ -286,6 +285,31 @@ cdef class _EnvArray:
     def close(self):
         """Free the env array. Idempotent; the buffers stay readable."""
         self._free_envs()
+
+
+cdef bint _ints_in_range(const int32_t* values, int64_t rows, int64_t width,
+                         const int32_t* low, const int32_t* high) noexcept nogil:
+    """Whether every column k of values[rows, width] lies in [low[k], high[k]]."""
+    cdef int64_t i, k
+    cdef int32_t smallest, largest
+    if width == 1:  # one column: a min/max reduction, which the compiler vectorizes
+        smallest = largest = values[0]
+        for i in range(1, rows):
+            smallest = values[i] if values[i] < smallest else smallest
+            largest = values[i] if values[i] > largest else largest
+        return smallest >= low[0] and largest <= high[0]
+    for i in range(rows):
+        for k in range(width):
+            if values[i * width + k] < low[k] or values[i * width + k] > high[k]:
+                return False
+    return True
+
+
+cdef bint _all_finite(const float* values, int64_t count) noexcept nogil:
+    cdef bint finite = True
+    for i in range(count):
+        finite &= isfinite(values[i]) != 0
+    return finite
 
 
 def check_int(name, value, low, high):

@@ -17,6 +17,7 @@
 #define CARTPOLE_MASSCART 1.0f
 #define CARTPOLE_MASSPOLE 0.1f
 #define CARTPOLE_TOTAL_MASS (CARTPOLE_MASSCART + CARTPOLE_MASSPOLE)
+#define CARTPOLE_INV_TOTAL_MASS (1.0f / CARTPOLE_TOTAL_MASS) /* multiplies: 3 divisions fewer per step */
 #define CARTPOLE_LENGTH 0.5f /* half the pole's length */
 #define CARTPOLE_POLEMASS_LENGTH (CARTPOLE_MASSPOLE * CARTPOLE_LENGTH)
 #define CARTPOLE_FORCE_MAG 10.0f
@@ -50,11 +51,11 @@ static void cartpole_reset(void* self) {
 
 static void cartpole_advance(CartPole* env, float force) {
     float cos_theta = cosf(env->theta), sin_theta = sinf(env->theta);
-    float temp = (force + CARTPOLE_POLEMASS_LENGTH * env->theta_dot * env->theta_dot * sin_theta) /
-                 CARTPOLE_TOTAL_MASS;
+    float temp = (force + CARTPOLE_POLEMASS_LENGTH * env->theta_dot * env->theta_dot * sin_theta) *
+                 CARTPOLE_INV_TOTAL_MASS;
     float theta_acc = (CARTPOLE_GRAVITY * sin_theta - cos_theta * temp) /
-                      (CARTPOLE_LENGTH * (4.0f / 3.0f - CARTPOLE_MASSPOLE * cos_theta * cos_theta / CARTPOLE_TOTAL_MASS));
-    float x_acc = temp - CARTPOLE_POLEMASS_LENGTH * theta_acc * cos_theta / CARTPOLE_TOTAL_MASS;
+                      (CARTPOLE_LENGTH * (4.0f / 3.0f - CARTPOLE_MASSPOLE * cos_theta * cos_theta * CARTPOLE_INV_TOTAL_MASS));
+    float x_acc = temp - CARTPOLE_POLEMASS_LENGTH * theta_acc * cos_theta * CARTPOLE_INV_TOTAL_MASS;
     env->x += CARTPOLE_TAU * env->x_dot;
     env->x_dot += CARTPOLE_TAU * x_acc;
     env->theta += CARTPOLE_TAU * env->theta_dot;
