@@ -62,7 +62,7 @@ int main(void) {
     run(squared, configure_squared, 5, 2000, 5);
     run(TEMPLATE_SPEC, configure_template, 5, 500, 2);
     PcEnvSpec snake = SNAKE_SPEC;
-    snake.env_size = snake_env_size(5, 4, 6), snake.rows = 6, snake.obs_size = 7 * 7;
+    snake.env_size = snake_env_size(5, 4, 6, 3), snake.rows = 6, snake.obs_size = 7 * 7;
     run(snake, configure_snake, 3, 3000, 4);
     return 0;
 }

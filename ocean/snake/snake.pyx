@@ -14,10 +14,11 @@ cdef extern from "snake.h":
         int32_t tail
         int32_t length
     ctypedef struct CSnake "Snake":
-        int32_t width, height, num_snakes, num_food, vision
+        int32_t width, height, num_snakes, num_food, vision, stride
         SnakeAgent* agents
         uint8_t* cells
-    size_t snake_env_size(int32_t width, int32_t height, int32_t num_snakes)
+    size_t snake_env_size(int32_t width, int32_t height, int32_t num_snakes, int32_t vision)
+    int32_t snake_inside(const CSnake* env, int32_t i)
     int32_t snake_head(const SnakeAgent* agent, int32_t cells)
     const PcEnvSpec SNAKE_SPEC
 
@@ -44,7 +45,7 @@ class Snake(NativeEnv):
         self.single_observation_space = gymnasium.spaces.Box(0, 4, (side * side,), dtype=np.uint8)
         self.single_action_space = gymnasium.spaces.Discrete(4)
         super().__init__(spec_capsule(&SNAKE_SPEC), num_envs, seed, buffers, render_mode, rows=self.num_snakes,
-                         env_size=snake_env_size(self.width, self.height, self.num_snakes))
+                         env_size=snake_env_size(self.width, self.height, self.num_snakes, self.vision))
 
     def _configure(self, size_t address):
         cdef CSnake* env = <CSnake*>address
@@ -54,13 +55,13 @@ class Snake(NativeEnv):
     def _render_ansi(self, size_t address):
         """'#' walls, '*' food, snake k as its letter: upper case head, lower case body."""
         cdef CSnake* env = <CSnake*>address
-        cdef int32_t cells = env.width * env.height
-        picture = [".*"[env.cells[i]] if env.cells[i] < 2 else chr(ord("a") + (env.cells[i] - 2) % 26)
-                   for i in range(cells)]
-        for k in range(env.num_snakes):
-            if env.agents[k].length > 0:
-                head = snake_head(&env.agents[k], cells)
-                picture[head] = picture[head].upper()
+        cdef int32_t inside = env.width * env.height
+        codes = [env.cells[snake_inside(env, i)] for i in range(inside)]
+        picture = [".*"[code] if code < 3 else chr(ord("a") + (code - 3) % 26) for code in codes]
+        heads = {snake_head(&env.agents[k], inside) for k in range(env.num_snakes) if env.agents[k].length > 0}
+        for i in range(inside):
+            if snake_inside(env, i) in heads:
+                picture[i] = picture[i].upper()
         wall = "#" * (env.width + 2) + "\n"
         rows = ("#" + "".join(picture[r * env.width:(r + 1) * env.width]) + "#\n" for r in range(env.height))
         return wall + "".join(rows) + wall
