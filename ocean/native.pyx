@@ -34,7 +34,7 @@ from libc.string cimport memcpy, memset
 
 from puffercore.env cimport (
     PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcEnv, PcEnvSpec,
-    pc_drain_logs, pc_env_at, pc_env_bind, pc_reset_range, pc_rng_seed, pc_step_range)
+    pc_drain_logs, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
 from puffercore.env import PufferEnv, check_actions, check_seed
 
 cnp.import_array()
@@ -168,6 +168,7 @@ cdef class _EnvArray:
         """One env struct is configured by the binding, then copied to every slot."""
         cdef size_t size = self.spec.env_size
         cdef int64_t i
+        self._free_envs()  # __init__ called again
         cdef char* prototype = <char*>calloc(1, size)
         if prototype == NULL:
             raise MemoryError("cannot allocate an env struct")
