@@ -7,7 +7,7 @@
 The .pyx is cythonized with puffercore's declarations (`puffercore/env.pxd`, found in
 `puffercore.get_include()`) and compiled with that directory and the .pyx's own folder
 (where its header lives) on the include path. Needs Cython and setuptools at build time
-(`pip install cython setuptools`); the setup.py equivalent is in docs/authoring.md.
+(`pip install "puffercore[build]"`); the setup.py equivalent is in docs/authoring.md.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def build_env(
         from Cython.Build import cythonize
         from setuptools import Distribution, Extension
     except ImportError as error:
-        raise ImportError("building an env needs Cython and setuptools: pip install cython setuptools") from error
+        raise ImportError('building an env needs Cython and setuptools: pip install "puffercore[build]"') from error
 
     name = os.path.splitext(os.path.basename(pyx))[0]
     source_dir = os.path.dirname(pyx)

@@ -22,25 +22,30 @@ def near_threshold(state):
     return abs(abs(state[0]) - 2.4) < 1e-5 or abs(abs(state[2]) - THETA_THRESHOLD) < 1e-5
 
 
-@pytest.mark.parametrize("continuous", [False, True])
-def test_every_transition_matches_gymnasium(continuous):
-    num_envs, steps = 16, 300
+@pytest.mark.parametrize("continuous, balance", [(False, False), (True, False), (False, True)])
+def test_every_transition_matches_gymnasium(continuous, balance):
+    """Random pushes end episodes by termination; the balancing policy runs them into
+    the 500-step truncation."""
+    num_envs, steps = 16, 520 if balance else 300
     env = CartPole(num_envs=num_envs, seed=0, continuous=continuous)
     reference = gymnasium.make("CartPole-v1").unwrapped
     reference.reset(seed=0)
     rng = np.random.default_rng(0)
     obs, _ = env.reset()
-    checked = ended = 0
+    episode_steps = np.zeros(num_envs, dtype=np.int64)
+    checked = ended = truncated = 0
     for _ in range(steps):
         if continuous:
             actions = rng.uniform(-1.5, 1.5, (num_envs, 1)).astype(np.float32)
             forces = 10.0 * np.clip(actions[:, 0], -1, 1)
         else:
-            actions = rng.integers(0, 2, num_envs, dtype=np.int32)
+            actions = lean_policy(obs, rng) if balance else random_policy(obs, rng)
             forces = np.where(actions == 1, 10.0, -10.0)
         previous = obs.copy()
         obs, rewards, terminals, truncations, _ = env.step(actions)
+        episode_steps += 1
         np.testing.assert_array_equal(rewards, 1.0)
+        np.testing.assert_array_equal(truncations, episode_steps == 500)
         for i in range(num_envs):
             done = terminals[i] or truncations[i]
             # the transition's next state: the kept final observation when the episode ended
@@ -54,7 +59,10 @@ def test_every_transition_matches_gymnasium(continuous):
                 assert np.all(np.abs(obs[i]) <= 0.05), "the new episode starts in U(-0.05, 0.05)"
                 ended += 1
             checked += 1
-    assert checked == num_envs * steps and ended > 100
+        episode_steps[terminals | truncations] = 0
+        truncated += int(truncations.sum())
+    assert checked == num_envs * steps
+    assert ended >= 100 or (balance and truncated > num_envs // 2)
 
 
 def episode_lengths(policy, episodes, num_envs=256):
