@@ -1,6 +1,8 @@
 """Snake: hand-checkable moves, deaths and respawns that keep their rows, masks."""
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from puffercore.ocean import Snake
 
@@ -87,3 +89,26 @@ def test_a_full_grid_still_respawns_every_dead_snake():
     for _ in range(200):
         obs, _, term, _, _ = env.step(rng.integers(0, 4, env.num_agents, dtype=np.int32))
         assert env.masks.all() and np.all(obs[:, 4] == SELF)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    width=st.integers(2, 12),
+    height=st.integers(2, 12),
+    num_snakes=st.integers(1, 6),
+    food_share=st.floats(0, 1),
+    vision=st.integers(1, 6),
+    seed=st.integers(0, 2**32),
+)
+def test_any_config_keeps_the_invariants(width, height, num_snakes, food_share, vision, seed):
+    num_snakes = min(num_snakes, width * height)
+    num_food = int(food_share * (width * height - num_snakes))
+    env = Snake(num_envs=2, seed=seed, width=width, height=height, num_snakes=num_snakes,
+                num_food=num_food, vision=vision)
+    obs, _ = env.reset()
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        obs, rew, term, _, _ = env.step(rng.integers(0, 4, env.num_agents, dtype=np.int32))
+        assert env.masks.all() and obs.max() <= OTHER
+        assert np.all(obs[:, obs.shape[1] // 2] == SELF)
+        np.testing.assert_array_equal(rew == -1.0, term)
