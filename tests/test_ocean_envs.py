@@ -314,3 +314,14 @@ def test_binding_mistakes_are_caught_before_any_native_code_runs():
         with_space("single_action_space", gymnasium.spaces.MultiDiscrete([2, 2]))()
     with pytest.raises(ValueError, match="PyCapsule"):
         NativeEnv("not a capsule", 1, 0, None, None)
+
+
+@pytest.mark.parametrize("name", MULTI_ROW)
+def test_serial_vector_of_single_envs_equals_one_multi_env(name):
+    """Per-index seeding: the vector's env j is sub-env j of one big env, row for row."""
+    cls, kwargs = MULTI_ROW[name]
+    vector = puffercore.vector.make(cls, 4, backend="serial", seed=0, **kwargs)
+    whole = cls(num_envs=4, seed=0, **kwargs)
+    actions = random_actions(whole, np.random.default_rng(5), 60)
+    assert_same_frames(rollout(vector, actions, seed=9), rollout(whole, actions, seed=9))
+    vector.close()
