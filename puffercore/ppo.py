@@ -184,7 +184,11 @@ def check_env_name(env: str) -> None:
         )
 
 
-def _ocean_class(name: str):
+def _vectorized_class(name: str):
+    """The multi-env PufferEnv class of a built-in env, or None where puffercore.ocean
+    is not built."""
+    if name == "memory":
+        return Memory
     try:
         import puffercore.ocean as ocean
     except ImportError:
@@ -198,32 +202,30 @@ def _make_gymnasium(env_id: str):
 
 def make_vector(env: str, config: PPOConfig, seed: int):
     """The vector env for `env` under `config`. CartPole falls back to gymnasium's
-    CartPole-v1 through the serial backend where puffercore.ocean is not built."""
+    CartPole-v1 where puffercore.ocean is not built."""
     check_env_name(env)
     backend = config.backend
     if backend not in puffercore.vector.BACKENDS:
-        raise ValueError(f"vec backend {backend!r} is not available here; have {sorted(puffercore.vector.BACKENDS)}")
+        raise ValueError(f"backend {backend!r} is not available in this installation; have {sorted(puffercore.vector.BACKENDS)}")
     num_workers = config.num_workers or None
     batch_size = config.batch_size or None
-    if env.startswith(GYMNASIUM_PREFIX) or env == "memory" or _ocean_class(env) is None:
-        if env in NATIVE_ENVS and env != "cartpole":
+    env_class = None if env.startswith(GYMNASIUM_PREFIX) else _vectorized_class(env)
+    if env_class is None:
+        if env != "cartpole" and not env.startswith(GYMNASIUM_PREFIX):
             raise ValueError(f"env {env!r} needs puffercore.ocean, which this installation lacks")
         if backend == "threads":
             raise ValueError(f"env {env!r} is a Python env; the threads backend steps native envs only (use serial or processes)")
-        if env == "memory":
-            creator = Memory
-        else:
-            env_id = "CartPole-v1" if env == "cartpole" else env[len(GYMNASIUM_PREFIX):]
-            creator = functools.partial(_make_gymnasium, env_id)
-        return puffercore.vector.make(creator, config.num_envs, backend=backend, num_workers=num_workers,
-                                      batch_size=batch_size, seed=seed)
-    native = _ocean_class(env)
+        env_id = "CartPole-v1" if env == "cartpole" else env[len(GYMNASIUM_PREFIX):]
+        return puffercore.vector.make(functools.partial(_make_gymnasium, env_id), config.num_envs, backend=backend,
+                                      num_workers=num_workers, batch_size=batch_size, seed=seed)
     if backend == "threads":
-        return puffercore.vector.make(native, config.num_envs, backend="threads", num_workers=num_workers,
+        if env_class is Memory:
+            raise ValueError("env 'memory' is a Python env; the threads backend steps native envs only (use serial)")
+        return puffercore.vector.make(env_class, config.num_envs, backend="threads", num_workers=num_workers,
                                       batch_size=batch_size, seed=seed)
-    # serial/processes: each creator env holds a block of sub-envs, one block per batch.
+    # serial/processes: each creator env is a block of sub-envs, one block per batch.
     blocks = config.num_envs // (config.batch_size or config.num_envs)
-    creator = functools.partial(native, num_envs=config.num_envs // blocks)
+    creator = functools.partial(env_class, num_envs=config.num_envs // blocks)
     return puffercore.vector.make(creator, blocks, backend=backend, num_workers=num_workers,
                                   batch_size=1 if blocks > 1 else None, seed=seed)
 
@@ -518,13 +520,8 @@ class Trainer:
 
         weights_all = None
         if config.prio_alpha > 0:
-            # Prioritized rows: p ~ (sum_t |A|)^alpha, importance weights (N p)^-beta with
-            # beta annealed from prio_beta0 to 1, normalised by their max.
-            priority = (batch["advantage"].abs() * batch["mask"]).sum(1).pow(config.prio_alpha)
-            probability = (priority + 1e-12) / (priority + 1e-12).sum()
             beta = config.prio_beta0 + (1.0 - config.prio_beta0) * self.update / max(1, self.num_updates - 1)
-            weights_all = (self.rows * probability).pow(-beta)
-            weights_all = weights_all / weights_all.max()
+            probability, weights_all = row_priorities(batch["advantage"], batch["mask"], config.prio_alpha, beta)
 
         stats = collections.defaultdict(float)
         minibatches = 0
@@ -664,6 +661,17 @@ class Trainer:
 
     def close(self) -> None:
         self.vec.close()
+
+
+def row_priorities(advantages: torch.Tensor, mask: torch.Tensor, alpha: float, beta: float):
+    """Prioritized rows: sampling probabilities p ~ (sum_t |A|)^alpha over the rows of
+    `advantages` [N, T] (padding entries excluded), and importance weights (N p)^-beta
+    normalised by their max (rows with p = 0 are never drawn; their weight is 0)."""
+    priority = (advantages.abs() * mask).sum(1).pow(alpha)
+    total = priority.sum()
+    probability = priority / total if total > 0 else torch.full_like(priority, 1.0 / len(priority))
+    weights = torch.where(probability > 0, (len(probability) * probability).pow(-beta), torch.zeros_like(probability))
+    return probability, weights / weights.max()
 
 
 CHECKPOINT_NAME = "checkpoint.pt"
