@@ -85,7 +85,7 @@ def test_policy_initialisation_gains():
     torch.testing.assert_close(hidden.T @ hidden, 2.0 * torch.eye(4), atol=1e-5, rtol=0)
     torch.testing.assert_close(policy.actor.weight @ policy.actor.weight.T, 1e-4 * torch.eye(2), atol=1e-8, rtol=0)
     assert float(policy.critic.weight.detach().norm()) == pytest.approx(1.0, abs=1e-5)
-    assert all(float(layer.bias.abs().max()) == 0 for layer in (policy.encoder[0], policy.actor, policy.critic))
+    assert all(float(layer.bias.detach().abs().max()) == 0 for layer in (policy.encoder[0], policy.actor, policy.critic))
     recurrent = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=8, lstm=True, forget_bias=1.0)
     assert recurrent.lstm.bias_ih[8:16].eq(1.0).all() and recurrent.lstm.bias_ih[:8].eq(0).all()
 
