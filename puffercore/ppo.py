@@ -145,8 +145,8 @@ class PPOConfig:
 _NATIVE_BACKEND = "threads" if "threads" in puffercore.vector.BACKENDS else "serial"
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
-        total_timesteps=500_000, num_envs=256, horizon=16, minibatch_size=2048, update_epochs=6,
-        learning_rate=5e-3, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
+        total_timesteps=500_000, num_envs=256, horizon=16, minibatch_size=2048, update_epochs=4,
+        learning_rate=1e-2, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
     ),
     "memory": dict(
         total_timesteps=150_000, num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,
@@ -778,9 +778,10 @@ def load_policy(path: str, device: str = "cpu") -> tuple[Policy, dict]:
 @torch.no_grad()
 def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
              on_step: Callable[[np.ndarray, float], None] | None = None) -> list[float]:
-    """Returns of `episodes` episodes of a checkpoint's policy on one env (greedy:
-    most likely action, or the Gaussian mean). `on_step(observation, reward)` sees each
-    step, e.g. to render."""
+    """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
+    one env (every agent row of a multi-agent env counts its own episodes). greedy: the
+    most likely action (or the Gaussian mean) instead of a sample. `on_step(observation,
+    reward)` sees row 0 at each step, e.g. to render it."""
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be a positive int, got {episodes!r}")
     policy, state = load_policy(path)
@@ -788,28 +789,27 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
     vec = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
                                                        backend="serial"), seed=seed)
     generator = torch.Generator().manual_seed(seed)
-    returns, episode_return = [], 0.0
+    returns: list[float] = []
     try:
         obs, _ = vec.reset(seed=seed)
-        recurrent = policy.initial_state(1, "cpu")
+        episode_returns = np.zeros(vec.num_agents)
+        recurrent = policy.initial_state(vec.num_agents, "cpu")
         while len(returns) < episodes:
+            live = vec.masks.copy()
             out = policy(torch.as_tensor(obs), recurrent)
-            recurrent = out.state
-            if greedy:
-                actions = _greedy(policy, out.params)
-            else:
-                actions = policy.sample(out, generator)[0]
+            actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
             obs, rewards, terminals, truncations, _ = vec.step(policy.head.to_env(actions))
-            episode_return += float(rewards[0])
+            done = (terminals | truncations) & live
+            episode_returns += rewards * live
             if on_step is not None:
-                on_step(vec.final_observations[0] if terminals[0] or truncations[0] else obs[0], float(rewards[0]))
-            if terminals[0] or truncations[0]:
-                returns.append(episode_return)
-                episode_return = 0.0
-                recurrent = policy.initial_state(1, "cpu")
+                on_step(vec.final_observations[0] if done[0] else obs[0], float(rewards[0]))
+            returns += episode_returns[done].tolist()
+            episode_returns[done] = 0.0
+            recurrent = None if out.state is None else tuple(
+                part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
     finally:
         vec.close()
-    return returns
+    return returns[:episodes]
 
 
 def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:
