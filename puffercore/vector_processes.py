@@ -1,0 +1,399 @@
+"""The `processes` backend: Python envs (gymnasium, PettingZoo, ALE, MuJoCo) stepped in
+worker processes that write straight into one shared-memory segment.
+
+Each worker owns a contiguous block of sub-envs (one "unit" of the batch). The step
+path uses no pipes: per-worker command and state words live in the shared segment and
+are read and written with atomics (puffercore._engine.SharedWords) and futex waits
+that wake across processes. Pipes carry only setup, episode infos and errors.
+
+Words, per worker w at WORDS_PER_WORKER * w:
+  COMMAND_SEQ   bumped by the caller for each command (the worker waits on it)
+  COMMAND       STEP / RESET / CLOSE
+  DONE_SEQ      set to COMMAND_SEQ by the worker when the command is finished
+  STATUS        OK, or ERROR when the command raised (details follow on the pipe)
+  HAS_INFO      1 when the worker sent an info dict on the pipe for this command
+and one global word, COMPLETED, bumped by every worker that finishes a command: the
+caller sleeps on it while it waits for any worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import time
+import traceback
+import weakref
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from puffercore._engine import SharedWords
+from puffercore.env import Buffers, PufferEnv, check_actions, check_seed
+
+COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
+WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
+STEP, RESET, CLOSE = 1, 2, 3
+OK, ERROR = 0, 1
+
+SPIN_ITERATIONS = 2000
+# How long a waiter sleeps between checks that its peer process is still alive.
+LIVENESS_PERIOD = 0.05
+
+
+def _buffer_layout(num_agents: int, observation_space, action_space) -> tuple[dict, int]:
+    """Byte offsets of every Buffers field (64-byte aligned) and the words array."""
+    template = Buffers.allocate(1, observation_space, action_space)
+    layout, offset = {}, 0
+    for field in dataclasses.fields(Buffers):
+        array = getattr(template, field.name)
+        shape = (num_agents, *array.shape[1:])
+        layout[field.name] = (offset, shape, array.dtype.str)
+        offset += -(-int(np.prod(shape)) * array.dtype.itemsize // 64) * 64
+    return layout, offset
+
+
+def _attach_buffers(shm: shared_memory.SharedMemory, layout: dict) -> Buffers:
+    arrays = {
+        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+        for name, (offset, shape, dtype) in layout.items()
+    }
+    return Buffers(**arrays)
+
+
+def _attach_words(shm: shared_memory.SharedMemory, offset: int, count: int) -> np.ndarray:
+    return np.ndarray(count, dtype=np.uint32, buffer=shm.buf, offset=offset)
+
+
+def _worker_main(worker: int, payload: bytes, connection) -> None:
+    """Entry point of a worker process: build its envs on its rows of the shared
+    buffers, then serve commands until CLOSE or until the parent disappears."""
+    config = pickle.loads(payload)
+    shm = shared_memory.SharedMemory(name=config["shm_name"])
+    # Attaching registers the name with the resource tracker that workers share with the
+    # caller (a set: no double count); the caller's unlink unregisters it once.
+    try:
+        _serve(worker, config, shm, connection)
+    finally:
+        shm.close()
+
+
+def _serve(worker: int, config: dict, shm, connection) -> None:
+    buffers = _attach_buffers(shm, config["layout"])
+    words = SharedWords(_attach_words(shm, config["words_offset"], config["num_words"]))
+    base = worker * WORDS_PER_WORKER
+    completed = config["num_words"] - 1
+    envs_per_worker, rows_per_env = config["envs_per_worker"], config["rows_per_env"]
+    first_env = worker * envs_per_worker
+    parent = os.getppid()
+
+    def finish(seq: int, status: int, has_info: int) -> None:
+        words.store(base + STATUS, status)
+        words.store(base + HAS_INFO, has_info)
+        words.store(base + DONE_SEQ, seq)
+        words.add(completed, 1)
+        words.wake(completed)
+
+    envs = []
+    try:
+        for j in range(envs_per_worker):
+            rows = (first_env + j) * rows_per_env
+            env = config["make_env"](buffers=buffers.rows(rows, rows + rows_per_env))
+            env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
+            envs.append(env)
+        connection.send(("ready", None))
+    except BaseException:
+        connection.send(("error", (first_env, traceback.format_exc())))
+        return
+
+    seen = 0
+    while True:
+        seq = words.wait_change(base + COMMAND_SEQ, seen, SPIN_ITERATIONS, LIVENESS_PERIOD)
+        if seq == seen:
+            if os.getppid() != parent:  # the caller died without closing us
+                break
+            continue
+        seen = seq
+        command = words.load(base + COMMAND)
+        if command == CLOSE:
+            break
+        current = first_env
+        try:
+            infos = []
+            for j, env in enumerate(envs):
+                current = first_env + j
+                if command == RESET:
+                    seed = None
+                    if words.load(base + HAS_SEED):
+                        seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
+                    _, info = env.reset(seed=seed)
+                else:
+                    _, _, _, _, info = env.step(env.actions)
+                if info:
+                    infos.append(info)
+            if infos:
+                connection.send(("info", infos))
+            finish(seq, OK, 1 if infos else 0)
+        except BaseException:
+            connection.send(("error", (current, traceback.format_exc())))
+            finish(seq, ERROR, 0)
+    for env in envs:
+        env.close()
+
+
+class ProcessesVecEnv(PufferEnv):
+    """Vector env over worker processes; see the module docstring for the protocol."""
+
+    def __init__(
+        self,
+        make_env,
+        num_envs: int,
+        num_workers: int,
+        batch_size: int | None = None,
+        start_method: str = "spawn",
+    ):
+        """`make_env(buffers=None)` builds one PufferEnv (already adapted from gymnasium
+        or PettingZoo); it is pickled to the workers, so it must be picklable under the
+        chosen start method (a module-level function or functools.partial)."""
+        if num_workers <= 0 or num_envs % num_workers:
+            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
+        batch_size = num_envs if batch_size is None else batch_size
+        envs_per_worker = num_envs // num_workers
+        if batch_size <= 0 or batch_size % envs_per_worker or num_envs % batch_size:
+            raise ValueError(
+                f"batch_size must be a multiple of the envs per worker ({envs_per_worker}) that divides "
+                f"num_envs={num_envs}, got {batch_size}"
+            )
+        if start_method not in multiprocessing.get_all_start_methods():
+            raise ValueError(
+                f"start_method must be one of {multiprocessing.get_all_start_methods()}, got {start_method!r}"
+            )
+
+        probe = make_env()
+        self.single_observation_space = probe.single_observation_space
+        self.single_action_space = probe.single_action_space
+        rows_per_env, sub_envs_per_env = probe.num_agents, probe.num_envs
+        probe.close()
+
+        self.num_envs = num_envs * sub_envs_per_env
+        self.num_agents = num_envs * rows_per_env
+        self.num_workers = num_workers
+        self.rows_per_worker = envs_per_worker * rows_per_env
+        self.workers_per_batch = batch_size // envs_per_worker
+        self.metadata = getattr(probe, "metadata", {"render_modes": []})
+
+        layout, words_offset = _buffer_layout(self.num_agents, self.single_observation_space, self.single_action_space)
+        num_words = num_workers * WORDS_PER_WORKER + 1
+        self._shm = shared_memory.SharedMemory(create=True, size=words_offset + 4 * num_words)
+        self._init_buffers(_attach_buffers(self._shm, layout))
+        self._words_array = _attach_words(self._shm, words_offset, num_words)
+        self._words_array[:] = 0
+        self._words = SharedWords(self._words_array)
+        self._completed = num_words - 1
+
+        context = multiprocessing.get_context(start_method)
+        payload = pickle.dumps(
+            dict(
+                make_env=make_env, shm_name=self._shm.name, layout=layout, words_offset=words_offset,
+                num_words=num_words, envs_per_worker=envs_per_worker, rows_per_env=rows_per_env,
+                sub_envs_per_env=sub_envs_per_env,
+            )
+        )
+        self._connections, self._processes = [], []
+        for worker in range(num_workers):
+            parent_end, child_end = context.Pipe()
+            process = context.Process(target=_worker_main, args=(worker, payload, child_end), daemon=True)
+            process.start()
+            child_end.close()
+            self._connections.append(parent_end)
+            self._processes.append(process)
+        # Everything close() needs, without a reference to self, so garbage collection
+        # of an unclosed env still shuts the workers down and unlinks the segment.
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._processes, self._connections, self._shm, self._words, num_workers
+        )
+        try:
+            for worker in range(num_workers):
+                kind, detail = self._receive(worker, timeout=60.0)
+                if kind != "ready":
+                    raise RuntimeError(f"worker {worker} could not build its envs (env {detail[0]}):\n{detail[1]}")
+        except BaseException:
+            self.close()
+            raise
+
+        self._sent_seq = [0] * num_workers
+        self._in_flight: list[int] = []
+        self._pending_infos: list[dict] = []
+        self._reset_done = False
+        self._batch_actions_rows: np.ndarray | None = None
+        self._staging = Buffers.allocate(
+            self.rows_per_worker * self.workers_per_batch, self.single_observation_space, self.single_action_space
+        )
+
+    # ---- protocol -------------------------------------------------------------------
+    def _receive(self, worker: int, timeout: float):
+        connection, process = self._connections[worker], self._processes[worker]
+        deadline = time.monotonic() + timeout
+        while not connection.poll(LIVENESS_PERIOD):
+            if not process.is_alive():
+                raise RuntimeError(f"worker {worker} (pid {process.pid}) died with exit code {process.exitcode}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
+        try:
+            return connection.recv()
+        except EOFError:
+            raise RuntimeError(f"worker {worker} (pid {process.pid}) closed its pipe; exit code {process.exitcode}")
+
+    def _command(self, workers, command: int, seed: int | None = None) -> None:
+        for worker in workers:
+            base = worker * WORDS_PER_WORKER
+            if command == RESET:
+                self._words.store(base + HAS_SEED, 0 if seed is None else 1)
+                if seed is not None:
+                    self._words.store(base + SEED_LOW, seed & 0xFFFFFFFF)
+                    self._words.store(base + SEED_HIGH, (seed >> 32) & 0xFFFFFFFF)
+            self._words.store(base + COMMAND, command)
+            self._sent_seq[worker] += 1
+            self._words.store(base + COMMAND_SEQ, self._sent_seq[worker])
+            self._words.wake(base + COMMAND_SEQ)
+        self._in_flight.extend(workers)
+
+    def _finished(self, worker: int) -> bool:
+        return self._words.load(worker * WORDS_PER_WORKER + DONE_SEQ) == (self._sent_seq[worker] & 0xFFFFFFFF)
+
+    def _collect(self, count: int) -> list[int]:
+        """Wait for `count` in-flight workers to finish; return them, first finished first."""
+        done: list[int] = []
+        while len(done) < count:
+            seen = self._words.load(self._completed)
+            for worker in list(self._in_flight):
+                if self._finished(worker):
+                    self._in_flight.remove(worker)
+                    done.append(worker)
+                    self._absorb(worker)
+                    if len(done) == count:
+                        break
+            if len(done) < count and self._words.wait_change(self._completed, seen, SPIN_ITERATIONS, LIVENESS_PERIOD) == seen:
+                for worker in self._in_flight:
+                    if not self._processes[worker].is_alive():
+                        self._in_flight.clear()
+                        raise RuntimeError(
+                            f"worker {worker} (pid {self._processes[worker].pid}) died with exit code "
+                            f"{self._processes[worker].exitcode} while stepping its envs"
+                        )
+        return done
+
+    def _absorb(self, worker: int) -> None:
+        base = worker * WORDS_PER_WORKER
+        if self._words.load(base + STATUS) == ERROR:
+            kind, (env_index, text) = self._receive(worker, timeout=10.0)
+            self._in_flight.clear()
+            raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}")
+        if self._words.load(base + HAS_INFO):
+            kind, infos = self._receive(worker, timeout=10.0)
+            self._pending_infos.extend(infos)
+
+    def _drain_infos(self) -> dict:
+        infos, self._pending_infos = self._pending_infos, []
+        return merge_infos(infos)
+
+    # ---- PufferEnv / vector API ---------------------------------------------------------
+    def _check_open(self):
+        if not self._finalizer.alive:
+            raise RuntimeError("this vector env is closed")
+
+    def async_reset(self, seed: int | None = None) -> None:
+        self._check_open()
+        seed = check_seed(seed)
+        self._collect(len(self._in_flight))  # finish anything still stepping
+        self._pending_infos.clear()
+        self._command(range(self.num_workers), RESET, seed)
+        self._reset_done = True
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self.async_reset(seed)
+        self._collect(self.num_workers)
+        self._pending_infos.clear()
+        return self.observations, {}
+
+    def send(self, actions) -> None:
+        self._check_open()
+        if not self._reset_done:
+            raise RuntimeError("call reset() or async_reset() before send()/step()")
+        if self._batch_actions_rows is None:
+            raise RuntimeError("send() must follow recv(): it answers the batch recv() returned")
+        rows = self._batch_actions_rows
+        actions = check_actions(actions, self.single_action_space, len(rows))
+        self.actions[rows] = actions
+        self._command(self._batch_workers, STEP)
+        self._batch_actions_rows = None
+
+    def recv(self):
+        self._check_open()
+        if not self._reset_done:
+            raise RuntimeError("call async_reset() before recv()")
+        workers = self._collect(self.workers_per_batch)
+        workers.sort()
+        self._batch_workers = workers
+        rows = np.concatenate([np.arange(w * self.rows_per_worker, (w + 1) * self.rows_per_worker) for w in workers])
+        self._batch_actions_rows = rows
+        contiguous = workers[-1] - workers[0] == len(workers) - 1
+        if contiguous:
+            view = self.buffers.rows(int(rows[0]), int(rows[-1]) + 1)
+        else:
+            view = self._staging
+            for name in ("observations", "rewards", "terminals", "truncations", "masks", "final_observations"):
+                np.take(getattr(self.buffers, name), rows, axis=0, out=getattr(view, name))
+        return (view.observations, view.rewards, view.terminals, view.truncations, self._drain_infos(),
+                rows, view.masks)
+
+    def step(self, actions):
+        self._check_open()
+        if not self._reset_done:
+            raise RuntimeError("call reset() before step()")
+        if self.workers_per_batch != self.num_workers:
+            raise RuntimeError("step() steps every env; with batch_size < num_envs use send()/recv()")
+        np.copyto(self.actions, check_actions(actions, self.single_action_space, self.num_agents))
+        self._collect(len(self._in_flight))
+        self._command(range(self.num_workers), STEP)
+        self._collect(self.num_workers)
+        return self.observations, self.rewards, self.terminals, self.truncations, self._drain_infos()
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _shutdown(processes, connections, shm, words, num_workers) -> None:
+    for worker in range(num_workers):
+        if processes[worker].is_alive():
+            base = worker * WORDS_PER_WORKER
+            words.store(base + COMMAND, CLOSE)
+            words.add(base + COMMAND_SEQ, 1)
+            words.wake(base + COMMAND_SEQ)
+    for process in processes:
+        process.join(timeout=2.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for connection in connections:
+        connection.close()
+    shm.unlink()
+    try:
+        shm.close()
+    except BufferError:
+        pass  # the caller still holds views of the buffers; the mapping goes with them
+
+
+def merge_infos(infos: list[dict]) -> dict:
+    """Episode-weighted means of info dicts that each carry an "episodes" count."""
+    total = sum(info.get("episodes", 0) for info in infos)
+    if not total:
+        return {}
+    merged = {"episodes": float(total)}
+    for key in {k for info in infos for k in info} - {"episodes"}:
+        weighted = [(info[key], info.get("episodes", 0)) for info in infos if key in info]
+        weight = sum(n for _, n in weighted)
+        if weight:
+            merged[key] = sum(value * n for value, n in weighted) / weight
+    return merged
