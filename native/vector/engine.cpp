@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -44,13 +45,12 @@ Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_work
     all_units_.push_back(u);
     finished_.push_back(0);
   }
-  int units_per_worker = num_units / num_workers;
   for (int w = 0; w < num_workers; w++) {
     auto worker = std::make_unique<Worker>();
-    worker->first_unit = w * units_per_worker;
-    worker->last_unit = (w + 1) * units_per_worker;
+    worker->index = w;
     workers_.push_back(std::move(worker));
   }
+  wake_.assign(num_workers, false);
   for (int w = 0; w < num_workers; w++) {
     Worker* worker = workers_[w].get();
     worker->thread = std::thread([this, worker] { worker_loop(worker); });
@@ -77,12 +77,13 @@ void Engine::close() {
 }
 
 void Engine::worker_loop(Worker* worker) {
+  const int num_workers = static_cast<int>(workers_.size());
   uint32_t seen = 0;
   while (true) {
     seen = wait_for_change(worker->signal, seen, spin_iterations_);
     if (stopping_.load(std::memory_order_acquire)) return;
     // Several sends may have landed since the last wake-up: run every pending unit.
-    for (int u = worker->first_unit; u < worker->last_unit; u++) run_if_pending(u);
+    for (int u = worker->index; u < num_units_; u += num_workers) run_if_pending(u);
   }
 }
 
@@ -110,19 +111,17 @@ void Engine::publish(int32_t unit) {
 void Engine::dispatch(const int32_t* units, int count, Command command) {
   if (closed_) throw std::logic_error("engine is closed");
   if (in_flight_ + count > num_units_) throw std::logic_error("engine: more units sent than exist");
-  int units_per_worker = num_units_ / static_cast<int>(workers_.size());
-  int last_worker = -1;
+  int num_workers = static_cast<int>(workers_.size());
+  std::fill(wake_.begin(), wake_.end(), false);
   for (int i = 0; i < count; i++) {
-    int32_t u = units[i];
-    units_[u].command.store(command, std::memory_order_release);
-    // Wake a worker once per run of its units, after they are all marked.
-    int worker = u / units_per_worker;
-    bool last_of_run = i + 1 == count || units[i + 1] / units_per_worker != worker;
-    if (last_of_run && worker != last_worker) {
-      workers_[worker]->signal.fetch_add(1, std::memory_order_release);
-      workers_[worker]->signal.notify_one();
-    }
-    if (last_of_run) last_worker = worker;
+    units_[units[i]].command.store(command, std::memory_order_release);
+    wake_[units[i] % num_workers] = true;
+  }
+  // Wake each worker once, after all its units are marked.
+  for (int w = 0; w < num_workers; w++) {
+    if (!wake_[w]) continue;
+    workers_[w]->signal.fetch_add(1, std::memory_order_release);
+    workers_[w]->signal.notify_one();
   }
   in_flight_ += count;
 }

@@ -1,9 +1,11 @@
 // The threads vector engine: worker threads step contiguous slices of a native env
 // array (env.h ABI) in place, handed work through std::atomic words.
 //
-// Work is cut into `units`: contiguous env ranges of equal size. Each worker thread owns
-// a contiguous range of units (its thread-local pool), so an env is always stepped by
-// the same thread and its memory stays in that core's cache. The caller dispatches
+// Work is cut into `units`: contiguous env ranges of equal size. Worker w owns units
+// w, w + W, w + 2W, ... (its thread-local pool), so an env is always stepped by the same
+// thread and its memory stays in that core's cache; and since every worker runs its
+// lowest pending unit first, the first W units to finish are usually 0..W-1, one block
+// of rows, which a staggered batch can return as a view. The caller dispatches
 // units with send() and collects them with recv() in the order they finish, which is
 // what staggered (EnvPool-style) batching needs; a synchronous step is send(all) +
 // recv(all).
@@ -11,7 +13,10 @@
 // Hand-off, no mutex on the step path: the caller marks units pending and bumps the
 // owning worker's `signal` word; workers and the caller wait for a word to change by
 // spinning a bounded number of iterations with a CPU pause, then blocking in
-// std::atomic::wait (a futex), so idle or oversubscribed threads burn no CPU.
+// std::atomic::wait (a futex), so idle or oversubscribed threads burn no CPU. A caller
+// waiting in recv() first runs still-pending units itself (claiming a unit is one
+// atomic exchange, so nothing runs twice): on 2 cores with 2 workers that keeps both
+// cores stepping envs instead of one spinning.
 #pragma once
 
 #include <atomic>
@@ -61,7 +66,7 @@ class Engine {
   };
   struct alignas(64) Worker {
     std::atomic<uint32_t> signal{0};
-    int first_unit = 0, last_unit = 0;
+    int index = 0;
     std::thread thread;
   };
 
@@ -78,6 +83,7 @@ class Engine {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<int32_t> all_units_;
   std::vector<int32_t> finished_;  // scratch for the blocking calls
+  std::vector<bool> wake_;           // scratch for dispatch
 
   // Finished units in completion order: a worker claims a ticket, writes unit+1 into
   // ring slot ticket % num_units, then bumps `published_`. The caller consumes slots
