@@ -5,6 +5,7 @@ Design: DESIGN.md in the project's shared folder; README.md for usage.
 
 import os
 
+from puffercore import emulation, vector
 from puffercore.env import Buffers, GymnasiumView, PufferEnv
 
 __version__ = "0.1.0"
@@ -21,4 +22,4 @@ def get_include() -> str:
     return os.path.join(os.path.dirname(package_dir), "native", "include")
 
 
-__all__ = ["Buffers", "GymnasiumView", "PufferEnv", "get_include", "__version__"]
+__all__ = ["Buffers", "GymnasiumView", "PufferEnv", "emulation", "get_include", "vector", "__version__"]

@@ -132,7 +132,7 @@ def check_actions(actions: Any, action_space: gymnasium.Space, num_agents: int) 
             low, high = action_space.start, action_space.start + action_space.n - 1
         else:
             low, high = action_space.start, action_space.start + action_space.nvec - 1
-        if actions.size and (np.any(actions < low) or np.any(actions > high)):
+        if actions.size and ((actions < low).any() or (actions > high).any()):
             bad = np.argwhere((actions < low) | (actions > high))[0]
             raise ValueError(
                 f"actions out of range for {action_space}: actions[{', '.join(map(str, bad))}] = "
@@ -144,7 +144,7 @@ def check_actions(actions: Any, action_space: gymnasium.Space, num_agents: int) 
         if actions.dtype.kind not in "fiu":
             raise TypeError(f"actions must be numbers for {action_space}, got dtype {actions.dtype}")
         actions = actions.astype(np.float32, copy=False)
-        if not np.all(np.isfinite(actions)):
+        if not np.isfinite(actions).all():
             bad = np.argwhere(~np.isfinite(actions))[0]
             raise ValueError(f"actions must be finite, got actions[{', '.join(map(str, bad))}] = {actions[tuple(bad)]}")
         return actions
