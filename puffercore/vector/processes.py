@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import pickle
 import time
 import traceback
 import weakref
@@ -31,6 +30,7 @@ import numpy as np
 
 from puffercore._engine import SharedWords
 from puffercore.env import Buffers, PufferEnv, check_actions, check_seed
+from puffercore.vector.common import EnvFactory, check_count, default_workers, merge_infos, stepper
 
 COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
 WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
@@ -66,10 +66,9 @@ def _attach_words(shm: shared_memory.SharedMemory, offset: int, count: int) -> n
     return np.ndarray(count, dtype=np.uint32, buffer=shm.buf, offset=offset)
 
 
-def _worker_main(worker: int, payload: bytes, connection) -> None:
+def _worker_main(worker: int, config: dict, connection) -> None:
     """Entry point of a worker process: build its envs on its rows of the shared
     buffers, then serve commands until CLOSE or until the parent disappears."""
-    config = pickle.loads(payload)
     shm = shared_memory.SharedMemory(name=config["shm_name"])
     # Attaching registers the name with the resource tracker that workers share with the
     # caller (a set: no double count); the caller's unlink unregisters it once.
@@ -99,9 +98,10 @@ def _serve(worker: int, config: dict, shm, connection) -> None:
     try:
         for j in range(envs_per_worker):
             rows = (first_env + j) * rows_per_env
-            env = config["make_env"](buffers=buffers.rows(rows, rows + rows_per_env))
+            env = config["factory"](buffers.rows(rows, rows + rows_per_env))
             env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
             envs.append(env)
+        steppers = [stepper(env) for env in envs]
         connection.send(("ready", None))
     except BaseException:
         connection.send(("error", (first_env, traceback.format_exc())))
@@ -129,7 +129,7 @@ def _serve(worker: int, config: dict, shm, connection) -> None:
                         seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
                     _, info = env.reset(seed=seed)
                 else:
-                    _, _, _, _, info = env.step(env.actions)
+                    _, _, _, _, info = steppers[j]()
                 if info:
                     infos.append(info)
             if infos:
@@ -142,25 +142,23 @@ def _serve(worker: int, config: dict, shm, connection) -> None:
         env.close()
 
 
-class ProcessesVecEnv(PufferEnv):
-    """Vector env over worker processes; see the module docstring for the protocol."""
+class Processes(PufferEnv):
+    """Vector env over worker processes; see the module docstring for the protocol.
 
-    def __init__(
-        self,
-        make_env,
-        num_envs: int,
-        num_workers: int,
-        batch_size: int | None = None,
-        start_method: str = "spawn",
-    ):
-        """`make_env(buffers=None)` builds one PufferEnv (already adapted from gymnasium
-        or PettingZoo); it is pickled to the workers, so it must be picklable under the
-        chosen start method (a module-level function or functools.partial)."""
-        if num_workers <= 0 or num_envs % num_workers:
+    The creator and its kwargs travel to the workers: under the default "spawn" start
+    method they must be picklable (a module-level function, class or functools.partial;
+    not a lambda). "fork" takes anything but inherits the caller's threads' locks, the
+    documented source of hangs with torch or CUDA initialised; "forkserver" is between."""
+
+    def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
+                 start_method="spawn", **env_kwargs):
+        num_envs = check_count(num_envs, "num_envs")
+        num_workers = default_workers(num_envs) if num_workers is None else check_count(num_workers, "num_workers")
+        if num_envs % num_workers:
             raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
-        batch_size = num_envs if batch_size is None else batch_size
+        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
         envs_per_worker = num_envs // num_workers
-        if batch_size <= 0 or batch_size % envs_per_worker or num_envs % batch_size:
+        if batch_size % envs_per_worker or num_envs % batch_size:
             raise ValueError(
                 f"batch_size must be a multiple of the envs per worker ({envs_per_worker}) that divides "
                 f"num_envs={num_envs}, got {batch_size}"
@@ -169,19 +167,26 @@ class ProcessesVecEnv(PufferEnv):
             raise ValueError(
                 f"start_method must be one of {multiprocessing.get_all_start_methods()}, got {start_method!r}"
             )
+        self._default_seed = check_seed(seed)
 
-        probe = make_env()
+        factory = EnvFactory(env_creator, env_kwargs)
+        probe = factory.probe
+        probe.close()
         self.single_observation_space = probe.single_observation_space
         self.single_action_space = probe.single_action_space
+        self.observation_tree = getattr(probe, "observation_tree", None)
+        self.action_tree = getattr(probe, "action_tree", None)
+        self.render_mode = probe.render_mode
+        self.metadata = probe.metadata
         rows_per_env, sub_envs_per_env = probe.num_agents, probe.num_envs
-        probe.close()
 
         self.num_envs = num_envs * sub_envs_per_env
         self.num_agents = num_envs * rows_per_env
         self.num_workers = num_workers
+        self.batch_size = batch_size
+        self.envs_per_worker = envs_per_worker
         self.rows_per_worker = envs_per_worker * rows_per_env
         self.workers_per_batch = batch_size // envs_per_worker
-        self.metadata = getattr(probe, "metadata", {"render_modes": []})
 
         layout, words_offset = _buffer_layout(self.num_agents, self.single_observation_space, self.single_action_space)
         num_words = num_workers * WORDS_PER_WORKER + 1
@@ -193,27 +198,25 @@ class ProcessesVecEnv(PufferEnv):
         self._completed = num_words - 1
 
         context = multiprocessing.get_context(start_method)
-        payload = pickle.dumps(
-            dict(
-                make_env=make_env, shm_name=self._shm.name, layout=layout, words_offset=words_offset,
-                num_words=num_words, envs_per_worker=envs_per_worker, rows_per_env=rows_per_env,
-                sub_envs_per_env=sub_envs_per_env,
-            )
+        config = dict(
+            factory=factory, shm_name=self._shm.name, layout=layout, words_offset=words_offset,
+            num_words=num_words, envs_per_worker=envs_per_worker, rows_per_env=rows_per_env,
+            sub_envs_per_env=sub_envs_per_env,
         )
         self._connections, self._processes = [], []
-        for worker in range(num_workers):
-            parent_end, child_end = context.Pipe()
-            process = context.Process(target=_worker_main, args=(worker, payload, child_end), daemon=True)
-            process.start()
-            child_end.close()
-            self._connections.append(parent_end)
-            self._processes.append(process)
         # Everything close() needs, without a reference to self, so garbage collection
         # of an unclosed env still shuts the workers down and unlinks the segment.
         self._finalizer = weakref.finalize(
             self, _shutdown, self._processes, self._connections, self._shm, self._words, num_workers
         )
         try:
+            for worker in range(num_workers):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(target=_worker_main, args=(worker, config, child_end), daemon=True)
+                process.start()
+                child_end.close()
+                self._connections.append(parent_end)
+                self._processes.append(process)
             for worker in range(num_workers):
                 kind, detail = self._receive(worker, timeout=60.0)
                 if kind != "ready":
@@ -225,8 +228,8 @@ class ProcessesVecEnv(PufferEnv):
         self._sent_seq = [0] * num_workers
         self._in_flight: list[int] = []
         self._pending_infos: list[dict] = []
-        self._reset_done = False
-        self._batch_actions_rows: np.ndarray | None = None
+        self._has_reset = False
+        self._batch_workers: list[int] | None = None  # workers of the batch recv returned
         self._staging = Buffers.allocate(
             self.rows_per_worker * self.workers_per_batch, self.single_observation_space, self.single_action_space
         )
@@ -298,67 +301,74 @@ class ProcessesVecEnv(PufferEnv):
         infos, self._pending_infos = self._pending_infos, []
         return merge_infos(infos)
 
-    # ---- PufferEnv / vector API ---------------------------------------------------------
-    def _check_open(self):
-        if not self._finalizer.alive:
-            raise RuntimeError("this vector env is closed")
+    def _rows(self, workers: list[int]) -> np.ndarray:
+        return np.concatenate([np.arange(w * self.rows_per_worker, (w + 1) * self.rows_per_worker) for w in workers])
 
-    def async_reset(self, seed: int | None = None) -> None:
-        self._check_open()
+    # ---- vector API (same contract as Serial) --------------------------------------
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self._check_open("async_reset")
         seed = check_seed(seed)
-        self._collect(len(self._in_flight))  # finish anything still stepping
+        if seed is None and not self._has_reset:
+            seed = self._default_seed
+        self._collect(len(self._in_flight))  # let anything still stepping finish
         self._pending_infos.clear()
         self._command(range(self.num_workers), RESET, seed)
-        self._reset_done = True
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        self.async_reset(seed)
-        self._collect(self.num_workers)
-        self._pending_infos.clear()
-        return self.observations, {}
+        self._batch_workers = None
+        self._has_reset = True
 
     def send(self, actions) -> None:
-        self._check_open()
-        if not self._reset_done:
-            raise RuntimeError("call reset() or async_reset() before send()/step()")
-        if self._batch_actions_rows is None:
-            raise RuntimeError("send() must follow recv(): it answers the batch recv() returned")
-        rows = self._batch_actions_rows
-        actions = check_actions(actions, self.single_action_space, len(rows))
-        self.actions[rows] = actions
+        self._check_open("send")
+        if not self._has_reset:
+            raise RuntimeError("send() called before reset(); call reset() or async_reset() first")
+        if self._batch_workers is None:
+            raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
+        rows = self._rows(self._batch_workers)
+        self.actions[rows] = check_actions(actions, self.single_action_space, len(rows))
         self._command(self._batch_workers, STEP)
-        self._batch_actions_rows = None
+        self._batch_workers = None
 
     def recv(self):
-        self._check_open()
-        if not self._reset_done:
-            raise RuntimeError("call async_reset() before recv()")
-        workers = self._collect(self.workers_per_batch)
-        workers.sort()
+        """The first `batch_size` envs to finish, as views when their workers' rows are
+        one block (always for synchronous use), else gathered into a staging copy."""
+        self._check_open("recv")
+        if not self._in_flight:
+            raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
+        workers = sorted(self._collect(self.workers_per_batch))
         self._batch_workers = workers
-        rows = np.concatenate([np.arange(w * self.rows_per_worker, (w + 1) * self.rows_per_worker) for w in workers])
-        self._batch_actions_rows = rows
-        contiguous = workers[-1] - workers[0] == len(workers) - 1
-        if contiguous:
-            view = self.buffers.rows(int(rows[0]), int(rows[-1]) + 1)
+        if workers[-1] - workers[0] == len(workers) - 1:
+            start = workers[0] * self.rows_per_worker
+            view = self.buffers.rows(start, start + len(workers) * self.rows_per_worker)
         else:
             view = self._staging
-            for name in ("observations", "rewards", "terminals", "truncations", "masks", "final_observations"):
+            rows = self._rows(workers)
+            for name in ("observations", "final_observations", "rewards", "terminals", "truncations", "masks"):
                 np.take(getattr(self.buffers, name), rows, axis=0, out=getattr(view, name))
-        return (view.observations, view.rewards, view.terminals, view.truncations, self._drain_infos(),
-                rows, view.masks)
+        env_ids = np.concatenate(
+            [np.arange(w * self.envs_per_worker, (w + 1) * self.envs_per_worker) for w in workers]
+        )
+        return view.observations, view.rewards, view.terminals, view.truncations, self._drain_infos(), env_ids, view.masks
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self._check_synchronous("reset")
+        self.async_reset(seed, options)
+        observations, _, _, _, info, _, _ = self.recv()
+        return observations, info
 
     def step(self, actions):
-        self._check_open()
-        if not self._reset_done:
-            raise RuntimeError("call reset() before step()")
+        self._check_synchronous("step")
+        self.send(actions)
+        return self.recv()[:5]
+
+    def _check_synchronous(self, method: str) -> None:
         if self.workers_per_batch != self.num_workers:
-            raise RuntimeError("step() steps every env; with batch_size < num_envs use send()/recv()")
-        np.copyto(self.actions, check_actions(actions, self.single_action_space, self.num_agents))
-        self._collect(len(self._in_flight))
-        self._command(range(self.num_workers), STEP)
-        self._collect(self.num_workers)
-        return self.observations, self.rewards, self.terminals, self.truncations, self._drain_infos()
+            raise RuntimeError(
+                f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "
+                "async_reset()/send()/recv()"
+            )
+
+    def _check_open(self, method: str) -> None:
+        if not self._finalizer.alive:
+            raise RuntimeError(f"{method}() called on a closed vector env")
 
     def close(self) -> None:
         self._finalizer()
@@ -383,17 +393,3 @@ def _shutdown(processes, connections, shm, words, num_workers) -> None:
         shm.close()
     except BufferError:
         pass  # the caller still holds views of the buffers; the mapping goes with them
-
-
-def merge_infos(infos: list[dict]) -> dict:
-    """Episode-weighted means of info dicts that each carry an "episodes" count."""
-    total = sum(info.get("episodes", 0) for info in infos)
-    if not total:
-        return {}
-    merged = {"episodes": float(total)}
-    for key in {k for info in infos for k in info} - {"episodes"}:
-        weighted = [(info[key], info.get("episodes", 0)) for info in infos if key in info]
-        weight = sum(n for _, n in weighted)
-        if weight:
-            merged[key] = sum(value * n for value, n in weighted) / weight
-    return merged

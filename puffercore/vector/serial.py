@@ -1,94 +1,14 @@
-"""Vector envs: many sub-envs stepped as one PufferEnv over one set of buffers.
-
-    vec = puffercore.vector.make(env_creator, num_envs, backend="serial", seed=0)
-    obs, info = vec.reset()                          # synchronous (batch_size == num_envs)
-    obs, rew, term, trunc, info = vec.step(actions)
-    vec.async_reset(); obs, rew, term, trunc, info, env_ids, masks = vec.recv()
-    vec.send(actions)                                # actions for the rows recv returned
-
-`env_creator(**env_kwargs)` returns a PufferEnv (called again with `buffers=` so it
-writes straight into the vector's buffers), a gymnasium Env (wrapped in GymnasiumEnv)
-or a PettingZoo ParallelEnv (wrapped in PettingZooEnv). Every creator call is one
-"env" of the vector: `env_ids` and `batch_size` count them, and its rows are
-contiguous. (`num_envs` of the vector, as of any PufferEnv, counts independent
-sub-envs, which differs when a creator returns a multi-env PufferEnv.)
-
-Staggered batching: with `batch_size = N < num_envs = M` (N divides M, so every batch is
-a contiguous block of rows and results stay zero-copy views), `recv` returns the rows of
-the next N envs in round-robin order; `send` steps exactly the envs of the last `recv`.
-Results are views into the vector's buffers, valid until the next `send`/`step`.
-
-Backends register in `BACKENDS`; each takes the arguments of `make` (minus `backend`).
-"""
+"""The serial backend: the reference every other backend is compared with."""
 
 from __future__ import annotations
 
 import collections
-import functools
-from typing import Any, Callable
+from typing import Any
 
-import gymnasium
 import numpy as np
 
-from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
 from puffercore.env import PufferEnv, check_actions, check_seed
-
-
-def make(
-    env_creator: Callable[..., Any],
-    num_envs: int,
-    backend: str = "serial",
-    num_workers: int | None = None,
-    batch_size: int | None = None,
-    seed: int = 0,
-    **env_kwargs,
-) -> PufferEnv:
-    """A vector of `num_envs` envs from `env_creator(**env_kwargs)` on `backend`.
-    `seed` seeds the first `reset()`/`async_reset()` that is given no seed."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
-    return BACKENDS[backend](
-        env_creator, num_envs, num_workers=num_workers, batch_size=batch_size, seed=seed, **env_kwargs
-    )
-
-
-def merge_infos(infos: list[dict]) -> dict[str, float]:
-    """Episode-weighted means of sub-env infos (each a dict of means plus `episodes`)."""
-    sums: dict[str, float] = {}
-    weights: dict[str, float] = {}
-    for info in infos:
-        episodes = info.get("episodes", 0.0)
-        for key, value in info.items():
-            if key != "episodes":
-                sums[key] = sums.get(key, 0.0) + value * episodes
-                weights[key] = weights.get(key, 0.0) + episodes
-    merged = {key: total / weights[key] for key, total in sums.items() if weights[key]}
-    episodes = sum(info.get("episodes", 0.0) for info in infos)
-    if episodes:
-        merged["episodes"] = episodes
-    return merged
-
-
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
-def _wrapper_for(env: Any) -> Callable[..., PufferEnv]:
-    """How to turn what a creator returned into a PufferEnv writing into given buffers."""
-    if isinstance(env, gymnasium.Env):
-        return GymnasiumEnv
-    try:
-        from pettingzoo import ParallelEnv
-    except ImportError:  # PettingZoo is optional
-        ParallelEnv = ()
-    if isinstance(env, ParallelEnv):
-        return PettingZooEnv
-    raise TypeError(
-        "env_creator must return a puffercore PufferEnv, a gymnasium.Env or a PettingZoo ParallelEnv, "
-        f"got {type(env).__name__}"
-    )
+from puffercore.vector.common import EnvFactory, check_count, merge_infos, stepper
 
 
 class Serial(PufferEnv):
@@ -96,10 +16,8 @@ class Serial(PufferEnv):
     `buffers` (rows of a bigger vector), it is itself a sub-env that vectors can nest."""
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0, buffers=None, **env_kwargs):
-        if not callable(env_creator):
-            raise TypeError(f"env_creator must be callable, got {env_creator!r}")
-        num_envs = _check_count(num_envs, "num_envs")
-        batch_size = num_envs if batch_size is None else _check_count(batch_size, "batch_size")
+        num_envs = check_count(num_envs, "num_envs")
+        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
         if num_envs % batch_size:
             raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
         if num_workers not in (None, 1):
@@ -123,28 +41,9 @@ class Serial(PufferEnv):
         self._has_reset = False
 
     def _create_envs(self, env_creator, num_envs, buffers, env_kwargs) -> None:
-        first = env_creator(**env_kwargs)
-        if isinstance(first, PufferEnv):
-            # The probe tells the spaces and rows; the envs are created again on views of
-            # the shared buffers, since a PufferEnv may bind its buffers at construction.
-            def create(buffers):
-                try:
-                    return env_creator(buffers=buffers, **env_kwargs)
-                except TypeError as error:
-                    if "buffers" in str(error):
-                        raise TypeError("env_creator returns a PufferEnv, so it must accept buffers=") from error
-                    raise
-
-            probe, pending = first, []
-            probe.close()
-        else:
-            wrapper = _wrapper_for(first)
-            probe = wrapper(first)
-            pending = [first]
-
-            def create(buffers):
-                return wrapper(pending.pop() if pending else env_creator(**env_kwargs), buffers=buffers)
-
+        factory = EnvFactory(env_creator, env_kwargs)
+        probe = factory.probe
+        probe.close()
         self.single_observation_space = probe.single_observation_space
         self.single_action_space = probe.single_action_space
         self.observation_tree = getattr(probe, "observation_tree", None)
@@ -156,13 +55,8 @@ class Serial(PufferEnv):
         self._init_buffers(buffers)
         self._sub_envs_per_env = sub_envs
         for index in range(num_envs):
-            self.envs.append(create(self.buffers.rows(index * rows, (index + 1) * rows)))
-        # send() validates the whole batch, so the adapters this vector made skip their
-        # own check; a PufferEnv from the creator gets its actions through step().
-        self._steppers = [
-            env.step_written if isinstance(env, Adapter) else functools.partial(env.step, env.actions)
-            for env in self.envs
-        ]
+            self.envs.append(factory(self.buffers.rows(index * rows, (index + 1) * rows)))
+        self._steppers = [stepper(env) for env in self.envs]
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
@@ -242,6 +136,3 @@ class Serial(PufferEnv):
             self._closed = True
             for env in self.envs:
                 env.close()
-
-
-BACKENDS: dict[str, type[PufferEnv]] = {"serial": Serial}
