@@ -1,0 +1,396 @@
+/* Batched AlphaZero MCTS; the contract is in mcts.h.
+ *
+ * Selection is PUCT with AlphaZero's growing exploration constant
+ *     score = Q_p(child) + c(s) * prior * sqrt(N(s)) / (1 + N(child)),
+ *     c(s)  = log((1 + N(s) + c_base) / c_base) + c_init,
+ * where p is the player to move at s and Q_p is the child's mean backed-up return for
+ * seat p (0 for an unvisited child, as in the AlphaZero pseudocode). Values are vectors
+ * by seat, so each node maximises its own mover's value and 2-4 player games work.
+ *
+ * Chance games are searched open-loop: every simulation replays the path from a copy of
+ * the root whose chance RNG is reseeded from the tree's own RNG, so a node stands for an
+ * action sequence, its statistics average over sampled draws, and the search never sees
+ * the real future draws. Children were created from the legal actions of the sample
+ * that expanded the node; selection skips the ones another sample does not allow. */
+#include "mcts.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static MctsNode empty_root(void) {
+    MctsNode root = {.first_child = MCTS_NO_CHILDREN, .num_children = 0, .action = -1};
+    return root;
+}
+
+int32_t mcts_count_legal(const uint8_t* legal_mask, int32_t num_actions) {
+    int32_t count = 0;
+    for (int32_t a = 0; a < num_actions; a++) count += legal_mask[a] != 0;
+    return count;
+}
+
+/* Children for the legal actions at nodes[at..]; priors renormalised over the legal
+ * actions (uniform when priors is NULL or puts no mass on them). Returns the count. */
+int32_t mcts_add_children(MctsNode* nodes, int32_t at, const uint8_t* legal_mask, int32_t num_actions,
+                          const float* priors) {
+    double legal_mass = 0.0;
+    int32_t count = 0;
+    for (int32_t a = 0; a < num_actions; a++) {
+        if (!legal_mask[a]) continue;
+        legal_mass += priors ? priors[a] : 0.0;
+        count++;
+    }
+    int uniform = !(legal_mass > 0.0);
+    int32_t k = 0;
+    for (int32_t a = 0; a < num_actions; a++) {
+        if (!legal_mask[a]) continue;
+        MctsNode* child = &nodes[at + k++];
+        *child = empty_root();
+        child->action = (int16_t)a;
+        child->prior = uniform ? 1.0f / (float)count : (float)(priors[a] / legal_mass);
+    }
+    return count;
+}
+
+void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, const float* values,
+                 int32_t num_players) {
+    for (int32_t d = 0; d < path_length; d++) {
+        MctsNode* node = &nodes[path[d]];
+        node->visits++;
+        for (int32_t p = 0; p < num_players; p++) node->value_sum[p] += values[p];
+    }
+}
+
+/* Chance games: replace the state's RNG with a fresh sample from `source`. */
+void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source) {
+    if (game->rng_offset < 0) return;
+    uint64_t seed = ((uint64_t)pc_rng_next(source) << 32) | pc_rng_next(source);
+    pc_rng_seed((PcRng*)((char*)state + game->rng_offset), seed, pc_rng_next(source));
+}
+
+/* The mask selection must respect at an expanded node: NULL in deterministic games (all
+ * stored children are legal); in chance games the sample's legal mask written to
+ * `scratch`, or NULL with *sample_ended set when this sample's game is already over. */
+const uint8_t* mcts_available(const PcGameSpec* game, const void* state, uint8_t* scratch, int* sample_ended) {
+    *sample_ended = 0;
+    if (game->rng_offset < 0) return NULL;
+    if (game->is_terminal(state)) {
+        *sample_ended = 1;
+        return NULL;
+    }
+    game->legal_mask(state, scratch);
+    return scratch;
+}
+
+/* ---- random numbers for root noise ----------------------------------------------------- */
+
+static float sample_normal(PcRng* rng) {
+    float u1 = 1.0f - pc_rng_float(rng); /* (0, 1]: log stays finite */
+    float u2 = pc_rng_float(rng);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+/* Marsaglia & Tsang (2000); alpha < 1 through Gamma(alpha + 1) * U^(1/alpha). */
+static float sample_gamma(PcRng* rng, float alpha) {
+    if (alpha < 1.0f) {
+        float u = pc_rng_float(rng);
+        return sample_gamma(rng, alpha + 1.0f) * powf(u, 1.0f / alpha);
+    }
+    float d = alpha - 1.0f / 3.0f;
+    float c = 1.0f / sqrtf(9.0f * d);
+    for (;;) {
+        float x, v;
+        do {
+            x = sample_normal(rng);
+            v = 1.0f + c * x;
+        } while (v <= 0.0f);
+        v = v * v * v;
+        float u = pc_rng_float(rng);
+        if (u < 1.0f - 0.0331f * x * x * x * x) return d * v;
+        if (logf(u) < 0.5f * x * x + d * (1.0f - v + logf(v))) return d * v;
+    }
+}
+
+/* root_priors = (1 - eps) * prior + eps * Dirichlet(alpha), fresh for every search. */
+static void draw_root_noise(const Mcts* m, MctsTree* t) {
+    const MctsNode* root = &t->nodes[0];
+    const MctsNode* children = &t->nodes[root->first_child];
+    float eps = m->config.dirichlet_epsilon;
+    float* noise = t->root_priors; /* gamma draws first, mixed in place below */
+    float total = 0.0f;
+    for (int32_t k = 0; k < root->num_children; k++) {
+        noise[k] = eps > 0.0f ? sample_gamma(&t->rng, m->config.dirichlet_alpha) : 0.0f;
+        total += noise[k];
+    }
+    if (eps > 0.0f && !(total > 0.0f)) { /* every draw underflowed (tiny alpha): one spike */
+        noise[pc_rng_below(&t->rng, (uint32_t)root->num_children)] = 1.0f;
+        total = 1.0f;
+    }
+    for (int32_t k = 0; k < root->num_children; k++)
+        t->root_priors[k] = (1.0f - eps) * children[k].prior + (eps > 0.0f ? eps * noise[k] / total : 0.0f);
+}
+
+/* ---- tree lifetime --------------------------------------------------------------------- */
+
+int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, const uint64_t* seeds) {
+    memset(m, 0, sizeof(*m));
+    m->game = game;
+    m->config = config;
+    m->batch_size = batch_size;
+    m->trees = calloc((size_t)batch_size, sizeof(MctsTree));
+    m->compact = malloc((size_t)config.max_nodes * sizeof(MctsNode));
+    m->legal = malloc((size_t)game->num_actions);
+    if (!m->trees || !m->compact || !m->legal) return -1;
+    for (int32_t i = 0; i < batch_size; i++) {
+        MctsTree* t = &m->trees[i];
+        t->nodes = malloc((size_t)config.max_nodes * sizeof(MctsNode));
+        t->root_state = calloc(1, game->state_size);
+        t->leaf_state = calloc(1, game->state_size);
+        t->root_priors = malloc((size_t)game->num_actions * sizeof(float));
+        t->path = malloc(((size_t)game->max_moves + 1) * sizeof(int32_t));
+        if (!t->nodes || !t->root_state || !t->leaf_state || !t->root_priors || !t->path) return -1;
+        pc_rng_seed(&t->rng, seeds[i], 0);
+    }
+    return 0;
+}
+
+void mcts_destroy(Mcts* m) {
+    for (int32_t i = 0; m->trees && i < m->batch_size; i++) {
+        MctsTree* t = &m->trees[i];
+        free(t->nodes);
+        free(t->root_state);
+        free(t->leaf_state);
+        free(t->root_priors);
+        free(t->path);
+    }
+    free(m->trees);
+    free(m->compact);
+    free(m->legal);
+    memset(m, 0, sizeof(*m));
+}
+
+static void plant_root(MctsTree* t) {
+    t->nodes[0] = empty_root();
+    t->num_nodes = 1;
+}
+
+int mcts_has_tree(const Mcts* m, int32_t i) { return m->trees[i].num_nodes > 0; }
+
+void mcts_drop_tree(Mcts* m, int32_t i) {
+    m->trees[i].num_nodes = 0;
+    m->trees[i].searching = 0;
+}
+
+void mcts_set_root(Mcts* m, int32_t i, const void* state) {
+    MctsTree* t = &m->trees[i];
+    if (t->num_nodes == 0 || memcmp(t->root_state, state, m->game->state_size) != 0) {
+        memcpy(t->root_state, state, m->game->state_size);
+        plant_root(t);
+    }
+    t->simulations_left = m->config.num_simulations;
+    t->searching = 1;
+    t->noise_pending = 1;
+}
+
+/* In chance games a node's children come from the sample that expanded it: a new root
+ * must have exactly the real position's legal actions as children, or be replanted. */
+static int children_match_legal(const Mcts* m, const void* state, const MctsNode* nodes) {
+    const PcGameSpec* game = m->game;
+    const MctsNode* root = &nodes[0];
+    if (game->rng_offset < 0 || root->first_child == MCTS_NO_CHILDREN) return 1;
+    uint8_t* legal = m->legal;
+    game->legal_mask(state, legal);
+    if (mcts_count_legal(legal, game->num_actions) != root->num_children) return 0;
+    for (int32_t k = 0; k < root->num_children; k++)
+        if (!legal[nodes[root->first_child + k].action]) return 0;
+    return 1;
+}
+
+/* The child of the root that `action` leads to becomes the root; its subtree is copied
+ * breadth-first to the front of the pool (sibling blocks stay contiguous), the rest is
+ * freed. A subtree that would not leave room for a full next search (root expansion
+ * plus simulations, each adding at most num_actions nodes) is dropped, so reuse never
+ * exhausts a pool that fits one search from scratch; so is one whose root children do
+ * not fit the real draws. */
+void mcts_advance(Mcts* m, int32_t i, int32_t action) {
+    MctsTree* t = &m->trees[i];
+    const MctsNode* root = &t->nodes[0];
+    int32_t kept = MCTS_NO_CHILDREN;
+    for (int32_t k = 0; k < root->num_children; k++)
+        if (t->nodes[root->first_child + k].action == action) kept = root->first_child + k;
+    m->game->apply(t->root_state, action);
+    t->searching = 0;
+    if (kept == MCTS_NO_CHILDREN) {
+        plant_root(t);
+        return;
+    }
+    MctsNode* out = m->compact;
+    out[0] = t->nodes[kept];
+    int32_t count = 1;
+    for (int32_t q = 0; q < count; q++) {
+        MctsNode* node = &out[q];
+        if (node->first_child == MCTS_NO_CHILDREN) continue;
+        memcpy(&out[count], &t->nodes[node->first_child], (size_t)node->num_children * sizeof(MctsNode));
+        node->first_child = count;
+        count += node->num_children;
+    }
+    int64_t room_needed = ((int64_t)m->config.num_simulations + 1) * m->game->num_actions;
+    if (count + room_needed > m->config.max_nodes || !children_match_legal(m, t->root_state, out)) {
+        plant_root(t);
+        return;
+    }
+    memcpy(t->nodes, out, (size_t)count * sizeof(MctsNode));
+    t->num_nodes = count;
+}
+
+/* ---- one simulation -------------------------------------------------------------------- */
+
+/* The best child by PUCT among those `available` allows (all when NULL); -1 if none. */
+static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index, int32_t player,
+                            const uint8_t* available) {
+    const MctsNode* node = &t->nodes[node_index];
+    const MctsNode* children = &t->nodes[node->first_child];
+    const float* root_priors = node_index == 0 ? t->root_priors : NULL;
+    float c = logf((1.0f + (float)node->visits + m->config.c_base) / m->config.c_base) + m->config.c_init;
+    float exploration = c * sqrtf((float)node->visits);
+    int32_t best = -1;
+    float best_score = -INFINITY;
+    for (int32_t k = 0; k < node->num_children; k++) {
+        const MctsNode* child = &children[k];
+        if (available && !available[child->action]) continue;
+        float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : 0.0f;
+        float prior = root_priors ? root_priors[k] : child->prior;
+        float score = q + exploration * prior / (1.0f + (float)child->visits);
+        if (best < 0 || score > best_score) {
+            best_score = score;
+            best = k;
+        }
+    }
+    return best < 0 ? -1 : node->first_child + best;
+}
+
+int mcts_search_done(const Mcts* m) {
+    for (int32_t i = 0; i < m->batch_size; i++)
+        if (m->trees[i].searching) return 0;
+    return 1;
+}
+
+int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, int32_t* rows_game,
+                           int32_t* failed_game) {
+    const PcGameSpec* game = m->game;
+    int32_t rows = 0;
+    for (int32_t i = 0; i < m->batch_size; i++) {
+        MctsTree* t = &m->trees[i];
+        if (!t->searching) continue;
+        int root_expanded = t->nodes[0].first_child != MCTS_NO_CHILDREN;
+        if (root_expanded && t->simulations_left == 0) {
+            t->searching = 0;
+            continue;
+        }
+        if (root_expanded) { /* the first round only expands the root; it is not a simulation */
+            if (t->noise_pending) draw_root_noise(m, t);
+            t->noise_pending = 0;
+            t->simulations_left--;
+        }
+        memcpy(t->leaf_state, t->root_state, game->state_size);
+        mcts_resample_chance(game, t->leaf_state, &t->rng);
+        int32_t node = 0, sample_ended = 0;
+        t->path[0] = 0;
+        t->path_length = 1;
+        uint8_t* mask = legal_masks + (size_t)rows * (size_t)game->num_actions;
+        while (t->nodes[node].first_child != MCTS_NO_CHILDREN) {
+            const uint8_t* available = mcts_available(game, t->leaf_state, mask, &sample_ended);
+            if (sample_ended) break;
+            int32_t child = select_child(m, t, node, game->current_player(t->leaf_state), available);
+            if (child < 0) break; /* this sample allows none of the stored actions: evaluate here */
+            node = child;
+            game->apply(t->leaf_state, t->nodes[node].action);
+            t->path[t->path_length++] = node;
+        }
+        if (game->is_terminal(t->leaf_state)) {
+            float returns[PC_GAME_MAX_PLAYERS];
+            game->returns(t->leaf_state, returns);
+            mcts_backup(t->nodes, t->path, t->path_length, returns, game->num_players(t->leaf_state));
+            continue;
+        }
+        game->legal_mask(t->leaf_state, mask);
+        int expands = t->nodes[node].first_child == MCTS_NO_CHILDREN;
+        if (expands && t->num_nodes + mcts_count_legal(mask, game->num_actions) > m->config.max_nodes) {
+            *failed_game = i;
+            return MCTS_ERROR_POOL_EXHAUSTED;
+        }
+        int32_t mover = game->current_player(t->leaf_state);
+        game->observe(t->leaf_state, mover, observations + (size_t)rows * (size_t)game->obs_size);
+        rows_game[rows++] = i;
+    }
+    return rows;
+}
+
+void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
+                        const float* priors, const float* values, int32_t value_width) {
+    const PcGameSpec* game = m->game;
+    for (int32_t row = 0; row < n; row++) {
+        MctsTree* t = &m->trees[rows_game[row]];
+        MctsNode* leaf = &t->nodes[t->path[t->path_length - 1]];
+        if (leaf->first_child == MCTS_NO_CHILDREN) { /* else an open-loop re-evaluation */
+            leaf->first_child = t->num_nodes;
+            leaf->num_children = (int16_t)mcts_add_children(
+                t->nodes, t->num_nodes, legal_masks + (size_t)row * (size_t)game->num_actions, game->num_actions,
+                priors + (size_t)row * (size_t)game->num_actions);
+            t->num_nodes += leaf->num_children;
+        }
+        int32_t num_players = game->num_players(t->leaf_state);
+        int32_t mover = game->current_player(t->leaf_state);
+        float by_seat[PC_GAME_MAX_PLAYERS];
+        for (int32_t k = 0; k < num_players; k++)
+            by_seat[(mover + k) % num_players] = values[(size_t)row * (size_t)value_width + (size_t)k];
+        mcts_backup(t->nodes, t->path, t->path_length, by_seat, num_players);
+    }
+}
+
+/* ---- acting ---------------------------------------------------------------------------- */
+
+void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
+    const MctsTree* t = &m->trees[i];
+    const MctsNode* root = &t->nodes[0];
+    memset(out, 0, (size_t)m->game->num_actions * sizeof(int32_t));
+    if (t->num_nodes == 0) return;
+    for (int32_t k = 0; k < root->num_children; k++) {
+        const MctsNode* child = &t->nodes[root->first_child + k];
+        out[child->action] = child->visits;
+    }
+}
+
+void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width) {
+    const MctsTree* t = &m->trees[i];
+    const MctsNode* root = &t->nodes[0];
+    memset(out, 0, (size_t)m->game->num_actions * (size_t)width * sizeof(float));
+    if (t->num_nodes == 0) return;
+    for (int32_t k = 0; k < root->num_children; k++) {
+        const MctsNode* child = &t->nodes[root->first_child + k];
+        for (int32_t p = 0; child->visits > 0 && p < width; p++)
+            out[(size_t)child->action * (size_t)width + (size_t)p] = child->value_sum[p] / (float)child->visits;
+    }
+}
+
+int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature) {
+    MctsTree* t = &m->trees[i];
+    const MctsNode* root = &t->nodes[0];
+    if (t->num_nodes == 0 || root->num_children == 0) return -1;
+    const MctsNode* children = &t->nodes[root->first_child];
+    int32_t best = 0;
+    for (int32_t k = 1; k < root->num_children; k++)
+        if (children[k].visits > children[best].visits) best = k;
+    if (temperature <= 0.0f) return children[best].action;
+    /* Weights relative to the largest count keep visits^(1/T) finite for small T. */
+    double exponent = 1.0 / temperature, total = 0.0;
+    for (int32_t k = 0; k < root->num_children; k++)
+        total += pow((double)children[k].visits / (double)children[best].visits, exponent);
+    double target = (double)pc_rng_float(&t->rng) * total;
+    for (int32_t k = 0; k < root->num_children; k++) {
+        double weight = pow((double)children[k].visits / (double)children[best].visits, exponent);
+        target -= weight;
+        if (target < 0.0 && weight > 0.0) return children[k].action;
+    }
+    return children[best].action;
+}

@@ -1,0 +1,120 @@
+/* Tree search over the game ABI (puffercore/game.h).
+ *
+ * Batched AlphaZero MCTS (mcts.c): B independent searches advance in lock step, one
+ * simulation per game per round, so the caller evaluates all B leaves with ONE network
+ * call per round:
+ *
+ *     for each game i: mcts_set_root(m, i, state_i)
+ *     while (!mcts_search_done(m)) {
+ *         n = mcts_select_leaves(m, obs, mask, rows_game);   // native: descend, fill rows
+ *         priors, values = evaluate(obs[:n], mask[:n])        // caller: one batched call
+ *         mcts_expand_leaves(m, n, priors, values);           // native: expand, back up
+ *     }
+ *     mcts_visit_counts(m, i, counts); mcts_choose_action(m, i, temperature);
+ *     mcts_advance(m, i, action);                             // keep the chosen subtree
+ *
+ * Plain UCT with random rollouts (uct.c): the evaluation baseline, one state at a time.
+ */
+#ifndef PUFFERCORE_MCTS_H
+#define PUFFERCORE_MCTS_H
+
+#include <stdint.h>
+
+#include "puffercore/game.h"
+
+#define MCTS_NO_CHILDREN (-1)
+#define MCTS_ERROR_POOL_EXHAUSTED (-1)
+
+/* One node = one edge from its parent (int16 actions: games have <= 32767 actions).
+ * Children of a node are contiguous in the pool, in increasing action order. States are not stored: a leaf's state is rebuilt by
+ * replaying the path's actions from the root state, which keeps nodes small. */
+typedef struct MctsNode {
+    int32_t first_child; /* pool index, MCTS_NO_CHILDREN until expanded */
+    int16_t num_children;
+    int16_t action; /* action from the parent that leads here */
+    int32_t visits;
+    float prior;
+    float value_sum[PC_GAME_MAX_PLAYERS]; /* backed-up returns, by seat */
+} MctsNode;
+
+typedef struct MctsConfig {
+    int32_t num_simulations;
+    int32_t max_nodes; /* per game */
+    float c_base;
+    float c_init;
+    float dirichlet_alpha;
+    float dirichlet_epsilon; /* 0 disables root noise */
+} MctsConfig;
+
+/* One game's search. Node 0 is the root; num_nodes == 0 means no tree yet. */
+typedef struct MctsTree {
+    MctsNode* nodes; /* [max_nodes] */
+    int32_t num_nodes;
+    uint8_t* root_state;
+    uint8_t* leaf_state;
+    float* root_priors; /* priors of the root's children with Dirichlet noise mixed in */
+    int32_t* path;      /* node indices root..leaf of the current simulation */
+    int32_t path_length;
+    int32_t simulations_left;
+    int32_t searching;
+    int32_t noise_pending;
+    PcRng rng; /* Dirichlet noise and temperature sampling */
+} MctsTree;
+
+typedef struct Mcts {
+    const PcGameSpec* game;
+    MctsConfig config;
+    int32_t batch_size;
+    MctsTree* trees;
+    MctsNode* compact; /* [max_nodes] scratch for mcts_advance */
+    uint8_t* legal;    /* [num_actions] scratch for mcts_advance */
+} Mcts;
+
+/* Returns 0, or -1 when memory runs out (m is then left empty and safe to destroy). */
+int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config,
+                const uint64_t* seeds /* [batch_size], one RNG per game */);
+void mcts_destroy(Mcts* m);
+
+/* Start a search of game i from `state`, keeping the tree when its root is that state. */
+void mcts_set_root(Mcts* m, int32_t i, const void* state);
+void mcts_drop_tree(Mcts* m, int32_t i);
+/* Move game i's root along `action` (legal at the root), keeping that subtree. */
+void mcts_advance(Mcts* m, int32_t i, int32_t action);
+int mcts_has_tree(const Mcts* m, int32_t i);
+
+int mcts_search_done(const Mcts* m);
+/* One simulation per searching game: leaves needing evaluation become rows 0..n-1 of
+ * observations [B, obs_size] / legal_masks [B, num_actions], rows_game[row] = game.
+ * Terminal leaves are backed up at once. Returns n, or MCTS_ERROR_POOL_EXHAUSTED with
+ * *failed_game set (nothing of that game's tree changed). */
+int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, int32_t* rows_game,
+                           int32_t* failed_game);
+/* priors [n, num_actions] (>= 0, renormalised over legal actions), values
+ * [n, value_width >= num_players] with values[row][k] for seat (leaf mover + k) %
+ * num_players: the mover's own value first, like the observation. */
+void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
+                        const float* priors, const float* values, int32_t value_width);
+
+/* Root visit counts over num_actions (zero for unvisited and illegal actions). */
+void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out);
+/* Mean backed-up value of each root child by seat, out[num_actions][width] (0 where unvisited). */
+void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width);
+/* temperature 0: most visited (lowest action on ties); else sample visits^(1/temperature).
+ * -1 when the root has not been expanded by a search. */
+int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature);
+
+/* Plain UCT with one uniformly random rollout per simulation. Returns the most visited
+ * root action, or -1 when memory runs out; visits_out[num_actions] may be NULL. */
+int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
+                   uint64_t seed, int32_t* visits_out);
+
+/* Shared by both searches. */
+void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source);
+const uint8_t* mcts_available(const PcGameSpec* game, const void* state, uint8_t* scratch, int* sample_ended);
+int32_t mcts_add_children(MctsNode* nodes, int32_t at, const uint8_t* legal_mask, int32_t num_actions,
+                          const float* priors);
+void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, const float* values,
+                 int32_t num_players);
+int32_t mcts_count_legal(const uint8_t* legal_mask, int32_t num_actions);
+
+#endif

@@ -1,0 +1,39 @@
+"""Turn-based games for search and AlphaZero, with rules in C (native/include/puffercore/
+games/, ABI in puffercore/game.h) and a Python view one state at a time:
+
+    game = puffercore.games.Connect4()
+    state = game.new_state(seed=0)
+    state.apply(state.legal_actions()[0])
+    print(state, state.current_player(), state.observation().shape)
+
+States are plain C data: `clone()` is a memcpy, `==` compares positions. A game built
+in another extension joins with `Game(spec_capsule)` (a PyCapsule named
+"puffercore.PcGameSpec" pointing at its `PcGameSpec`).
+"""
+
+from puffercore._search import MAX_PLAYERS, Game, GameState, connect4_spec, pig_spec, tictactoe_spec
+
+
+class Connect4(Game):
+    """7 columns x 6 rows; action = column; observation [2, 6, 7] (own, opponent)."""
+
+    def __init__(self):
+        super().__init__(connect4_spec())
+
+
+class TicTacToe(Game):
+    """3 x 3; action = row * 3 + col; observation [2, 3, 3] (own, opponent)."""
+
+    def __init__(self):
+        super().__init__(tictactoe_spec())
+
+
+class Pig(Game):
+    """The dice game for 2-4 players, to 20 points; action 0 = roll, 1 = hold. A small
+    game with chance events (dice from the state's RNG) and more than two players."""
+
+    def __init__(self):
+        super().__init__(pig_spec())
+
+
+__all__ = ["MAX_PLAYERS", "Connect4", "Game", "GameState", "Pig", "TicTacToe"]
