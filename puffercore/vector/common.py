@@ -4,7 +4,6 @@ argument checks, and merging infos."""
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Callable
 
 import gymnasium
@@ -67,8 +66,13 @@ class EnvFactory:
             raise TypeError(f"env_creator must be callable, got {env_creator!r}")
         self.env_creator, self.env_kwargs = env_creator, env_kwargs
         first = env_creator(**env_kwargs)
-        self.wrapper = None if isinstance(first, PufferEnv) else _wrapper_for(first)
-        self.probe = first if self.wrapper is None else self.wrapper(first)
+        if isinstance(first, PufferEnv):
+            self.wrapper = None
+            first.close()
+            self.probe = self(None)  # fails here, not in a worker, if buffers= is refused
+        else:
+            self.wrapper = _wrapper_for(first)
+            self.probe = self.wrapper(first)
 
     def __call__(self, buffers: Buffers | None = None) -> PufferEnv:
         if self.wrapper is not None:
@@ -92,7 +96,50 @@ def stepper(env: PufferEnv) -> Callable[[], tuple]:
     return functools.partial(env.step, env.actions)
 
 
-def default_workers(num_envs: int) -> int:
-    """The most workers, up to one per core, that split `num_envs` evenly."""
-    cores = os.cpu_count() or 1
-    return max(w for w in range(1, min(cores, num_envs) + 1) if num_envs % w == 0)
+
+class VectorEnv(PufferEnv):
+    """What every backend shares: reset/step on top of its async_reset/send/recv, and
+    the call-order checks, so all backends fail alike. A backend sets `batch_size` and
+    `num_creator_envs` (envs made by the creator; `num_envs` counts their sub-envs)."""
+
+    batch_size: int
+    num_creator_envs: int
+    _closed = False
+    _has_reset = False
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        raise NotImplementedError
+
+    def send(self, actions) -> None:
+        raise NotImplementedError
+
+    def recv(self):
+        raise NotImplementedError
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self._check_synchronous("reset")
+        self.async_reset(seed, options)
+        observations, _, _, _, info, _, _ = self.recv()
+        return observations, info
+
+    def step(self, actions):
+        self._check_synchronous("step")
+        self._check_stepping("step")
+        self.send(actions)
+        return self.recv()[:5]
+
+    def _check_synchronous(self, method: str) -> None:
+        if self.batch_size != self.num_creator_envs:
+            raise RuntimeError(
+                f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "
+                "async_reset()/send()/recv()"
+            )
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"{method}() called on a closed vector env")
+
+    def _check_stepping(self, method: str) -> None:
+        self._check_open(method)
+        if not self._has_reset:
+            raise RuntimeError(f"{method}() called before reset(); call reset() or async_reset() first")

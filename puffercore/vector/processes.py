@@ -18,6 +18,7 @@ caller sleeps on it while it waits for any worker.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import multiprocessing
 import os
@@ -29,8 +30,8 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from puffercore._engine import SharedWords
-from puffercore.env import Buffers, PufferEnv, check_actions, check_seed
-from puffercore.vector.common import EnvFactory, check_count, default_workers, merge_infos, stepper
+from puffercore.env import Buffers, check_actions, check_seed
+from puffercore.vector.common import EnvFactory, VectorEnv, check_count, merge_infos, stepper
 
 COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
 WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
@@ -38,8 +39,19 @@ STEP, RESET, CLOSE = 1, 2, 3
 OK, ERROR = 0, 1
 
 SPIN_ITERATIONS = 2000
+# "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its
+# other threads included (torch, CUDA), the documented source of hangs and leaks.
+DEFAULT_START_METHOD = "spawn"
 # How long a waiter sleeps between checks that its peer process is still alive.
 LIVENESS_PERIOD = 0.05
+
+
+def _default_workers(num_envs: int, batch_size: int) -> int:
+    """At least one worker per core where possible, each with an equal share of envs
+    that fits whole into a batch."""
+    cores = os.cpu_count() or 1
+    valid = [w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
+    return next((w for w in valid if w >= min(cores, num_envs)), valid[-1])
 
 
 def _buffer_layout(num_agents: int, observation_space, action_space) -> tuple[dict, int]:
@@ -142,7 +154,7 @@ def _serve(worker: int, config: dict, shm, connection) -> None:
         env.close()
 
 
-class Processes(PufferEnv):
+class Processes(VectorEnv):
     """Vector env over worker processes; see the module docstring for the protocol.
 
     The creator and its kwargs travel to the workers: under the default "spawn" start
@@ -151,18 +163,23 @@ class Processes(PufferEnv):
     documented source of hangs with torch or CUDA initialised; "forkserver" is between."""
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
-                 start_method="spawn", **env_kwargs):
+                 start_method=None, **env_kwargs):
         num_envs = check_count(num_envs, "num_envs")
-        num_workers = default_workers(num_envs) if num_workers is None else check_count(num_workers, "num_workers")
+        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
+        if num_envs % batch_size:
+            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        if num_workers is None:
+            num_workers = _default_workers(num_envs, batch_size)
+        num_workers = check_count(num_workers, "num_workers")
         if num_envs % num_workers:
             raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
-        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
         envs_per_worker = num_envs // num_workers
-        if batch_size % envs_per_worker or num_envs % batch_size:
+        if batch_size % envs_per_worker:
             raise ValueError(
-                f"batch_size must be a multiple of the envs per worker ({envs_per_worker}) that divides "
-                f"num_envs={num_envs}, got {batch_size}"
+                f"batch_size must be a multiple of the envs per worker (num_envs / num_workers = "
+                f"{envs_per_worker}), got {batch_size}"
             )
+        start_method = DEFAULT_START_METHOD if start_method is None else start_method
         if start_method not in multiprocessing.get_all_start_methods():
             raise ValueError(
                 f"start_method must be one of {multiprocessing.get_all_start_methods()}, got {start_method!r}"
@@ -184,6 +201,7 @@ class Processes(PufferEnv):
         self.num_agents = num_envs * rows_per_env
         self.num_workers = num_workers
         self.batch_size = batch_size
+        self.num_creator_envs = num_envs
         self.envs_per_worker = envs_per_worker
         self.rows_per_worker = envs_per_worker * rows_per_env
         self.workers_per_batch = batch_size // envs_per_worker
@@ -192,6 +210,7 @@ class Processes(PufferEnv):
         num_words = num_workers * WORDS_PER_WORKER + 1
         self._shm = shared_memory.SharedMemory(create=True, size=words_offset + 4 * num_words)
         self._init_buffers(_attach_buffers(self._shm, layout))
+        self.masks[:] = True  # as Buffers.allocate: rows are live unless an env says not
         self._words_array = _attach_words(self._shm, words_offset, num_words)
         self._words_array[:] = 0
         self._words = SharedWords(self._words_array)
@@ -228,7 +247,7 @@ class Processes(PufferEnv):
         self._sent_seq = [0] * num_workers
         self._in_flight: list[int] = []
         self._pending_infos: list[dict] = []
-        self._has_reset = False
+        self._ready: collections.deque[int] = collections.deque()  # reset, not yet returned
         self._batch_workers: list[int] | None = None  # workers of the batch recv returned
         self._staging = Buffers.allocate(
             self.rows_per_worker * self.workers_per_batch, self.single_observation_space, self.single_action_space
@@ -306,6 +325,8 @@ class Processes(PufferEnv):
 
     # ---- vector API (same contract as Serial) --------------------------------------
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Reset every env and wait for it: resets are rare, and a barrier here makes the
+        first batches come back in env order, as from the serial backend."""
         self._check_open("async_reset")
         seed = check_seed(seed)
         if seed is None and not self._has_reset:
@@ -313,13 +334,13 @@ class Processes(PufferEnv):
         self._collect(len(self._in_flight))  # let anything still stepping finish
         self._pending_infos.clear()
         self._command(range(self.num_workers), RESET, seed)
+        self._collect(self.num_workers)
+        self._ready = collections.deque(range(self.num_workers))
         self._batch_workers = None
         self._has_reset = True
 
     def send(self, actions) -> None:
-        self._check_open("send")
-        if not self._has_reset:
-            raise RuntimeError("send() called before reset(); call reset() or async_reset() first")
+        self._check_stepping("send")
         if self._batch_workers is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
         rows = self._rows(self._batch_workers)
@@ -331,9 +352,10 @@ class Processes(PufferEnv):
         """The first `batch_size` envs to finish, as views when their workers' rows are
         one block (always for synchronous use), else gathered into a staging copy."""
         self._check_open("recv")
-        if not self._in_flight:
+        if self._batch_workers is not None or (not self._in_flight and not self._ready):
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
-        workers = sorted(self._collect(self.workers_per_batch))
+        workers = [self._ready.popleft() for _ in range(min(self.workers_per_batch, len(self._ready)))]
+        workers = sorted(workers + self._collect(self.workers_per_batch - len(workers)))
         self._batch_workers = workers
         if workers[-1] - workers[0] == len(workers) - 1:
             start = workers[0] * self.rows_per_worker
@@ -348,29 +370,8 @@ class Processes(PufferEnv):
         )
         return view.observations, view.rewards, view.terminals, view.truncations, self._drain_infos(), env_ids, view.masks
 
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        self._check_synchronous("reset")
-        self.async_reset(seed, options)
-        observations, _, _, _, info, _, _ = self.recv()
-        return observations, info
-
-    def step(self, actions):
-        self._check_synchronous("step")
-        self.send(actions)
-        return self.recv()[:5]
-
-    def _check_synchronous(self, method: str) -> None:
-        if self.workers_per_batch != self.num_workers:
-            raise RuntimeError(
-                f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "
-                "async_reset()/send()/recv()"
-            )
-
-    def _check_open(self, method: str) -> None:
-        if not self._finalizer.alive:
-            raise RuntimeError(f"{method}() called on a closed vector env")
-
     def close(self) -> None:
+        self._closed = True
         self._finalizer()
 
 

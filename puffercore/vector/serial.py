@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from puffercore.env import PufferEnv, check_actions, check_seed
-from puffercore.vector.common import EnvFactory, check_count, merge_infos, stepper
+from puffercore.vector.common import EnvFactory, VectorEnv, check_count, merge_infos, stepper
 
 
-class Serial(PufferEnv):
+class Serial(VectorEnv):
     """The reference backend: every env stepped in turn on the calling thread. Given
     `buffers` (rows of a bigger vector), it is itself a sub-env that vectors can nest."""
 
@@ -24,7 +24,7 @@ class Serial(PufferEnv):
             raise ValueError(f"num_workers must be None or 1 for the serial backend, got {num_workers!r}")
         self._default_seed = check_seed(seed)
         self.batch_size = batch_size
-        self._closed = False
+        self.num_creator_envs = num_envs
         self.envs: list[PufferEnv] = []
         try:
             self._create_envs(env_creator, num_envs, buffers, env_kwargs)
@@ -102,34 +102,6 @@ class Serial(PufferEnv):
             self._batch_env_ids[batch],
             self.masks[rows],
         )
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        self._check_synchronous("reset")
-        self.async_reset(seed, options)
-        observations, _, _, _, info, _, _ = self.recv()
-        return observations, info
-
-    def step(self, actions):
-        self._check_synchronous("step")
-        self._check_stepping("step")
-        self.send(actions)
-        return self.recv()[:5]
-
-    def _check_synchronous(self, method: str) -> None:
-        if self.batch_size != len(self.envs):
-            raise RuntimeError(
-                f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "
-                "async_reset()/send()/recv()"
-            )
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise RuntimeError(f"{method}() called on a closed vector env")
-
-    def _check_stepping(self, method: str) -> None:
-        self._check_open(method)
-        if not self._has_reset:
-            raise RuntimeError(f"{method}() called before reset(); call reset() or async_reset() first")
 
     def close(self) -> None:
         if not self._closed:

@@ -17,8 +17,8 @@ import os
 import numpy as np
 
 from puffercore._engine import ThreadEngine
-from puffercore.env import Buffers, PufferEnv, check_seed
-from puffercore.vector.common import check_count, default_workers
+from puffercore.env import Buffers, check_seed
+from puffercore.vector.common import VectorEnv, check_count
 
 # Pause iterations a waiting thread spins before it sleeps in a futex: long enough to
 # catch a hand-off that is microseconds away, short enough not to steal a core from a
@@ -26,14 +26,18 @@ from puffercore.vector.common import check_count, default_workers
 SPIN_ITERATIONS = 2000
 
 
-class Threads(PufferEnv):
+class Threads(VectorEnv):
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
                  thread_affinity=False, **env_kwargs):
         num_envs = check_count(num_envs, "num_envs")
-        num_workers = default_workers(num_envs) if num_workers is None else check_count(num_workers, "num_workers")
         batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
         if num_envs % batch_size:
             raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        if num_workers is None:
+            # One per core, or fewer so that a batch splits evenly among them.
+            cores = len(os.sched_getaffinity(0))
+            num_workers = max(w for w in range(1, min(cores, batch_size) + 1) if batch_size % w == 0)
+        num_workers = check_count(num_workers, "num_workers")
         num_units = num_workers * (num_envs // batch_size)
         if num_envs % num_units:
             raise ValueError(
@@ -63,6 +67,7 @@ class Threads(PufferEnv):
         self._init_buffers(env.buffers)
 
         self.batch_size = batch_size
+        self.num_creator_envs = num_envs
         self.num_workers = num_workers
         self.envs_per_unit = num_envs // num_units
         self.rows_per_unit = self.num_agents // num_units
@@ -76,8 +81,6 @@ class Threads(PufferEnv):
         self._staging = Buffers.allocate(
             self.rows_per_unit * self.units_per_batch, self.single_observation_space, self.single_action_space
         )
-        self._has_reset = False
-        self._closed = False
 
     # ---- vector API (same contract as Serial) --------------------------------------
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
@@ -92,9 +95,7 @@ class Threads(PufferEnv):
         self._has_reset = True
 
     def send(self, actions) -> None:
-        self._check_open("send")
-        if not self._has_reset:
-            raise RuntimeError("send() called before reset(); call reset() or async_reset() first")
+        self._check_stepping("send")
         if self._batch_units is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
         units = self._batch_units
@@ -133,17 +134,10 @@ class Threads(PufferEnv):
         env_ids = (units[:, None] * self.envs_per_unit + np.arange(self.envs_per_unit)).ravel()
         return view.observations, view.rewards, view.terminals, view.truncations, info, env_ids, view.masks
 
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        self._check_synchronous("reset")
-        self.async_reset(seed, options)
-        self._ready.clear()
-        return self.observations, {}
-
     def step(self, actions):
+        """The synchronous fast path: every unit at once, no batch bookkeeping."""
         self._check_synchronous("step")
-        self._check_open("step")
-        if not self._has_reset:
-            raise RuntimeError("step() called before reset(); call reset() first")
+        self._check_stepping("step")
         self.env.write_actions(actions, 0, self.num_agents)
         self._ready.clear()
         self._batch_units = None
@@ -167,17 +161,6 @@ class Threads(PufferEnv):
         in_flight = self._engine.in_flight
         if in_flight:
             self._engine.recv(np.empty(in_flight, dtype=np.int32))
-
-    def _check_synchronous(self, method: str) -> None:
-        if self.batch_size != self.num_envs:
-            raise RuntimeError(
-                f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "
-                "async_reset()/send()/recv()"
-            )
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise RuntimeError(f"{method}() called on a closed vector env")
 
 
 def _affinity(thread_affinity) -> list[int]:
