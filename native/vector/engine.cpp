@@ -51,6 +51,8 @@ Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_work
     workers_.push_back(std::move(worker));
   }
   wake_.assign(num_workers, false);
+  returned_.assign(num_units, false);
+  dispatched_.reserve(num_units);
   for (int w = 0; w < num_workers; w++) {
     Worker* worker = workers_[w].get();
     worker->thread = std::thread([this, worker] { worker_loop(worker); });
@@ -116,6 +118,7 @@ void Engine::dispatch(const int32_t* units, int count, Command command) {
   for (int i = 0; i < count; i++) {
     units_[units[i]].command.store(command, std::memory_order_release);
     wake_[units[i] % num_workers] = true;
+    dispatched_.push_back(units[i]);
   }
   // Wake each worker once, after all its units are marked.
   for (int w = 0; w < num_workers; w++) {
@@ -132,11 +135,11 @@ void Engine::recv(int32_t* units_out, int count) {
   if (count > in_flight_) throw std::logic_error("engine: recv of more units than in flight");
   uint32_t target = consumed_ + static_cast<uint32_t>(count);
   uint32_t published = published_.load(std::memory_order_acquire);
-  // Rather than wait idle, the caller runs pending units itself, last ones first (the
-  // workers scan theirs first to last). On a machine with fewer cores than workers + 1
-  // this keeps every core busy instead of leaving one to a spinning caller.
-  for (int32_t u = num_units_ - 1; u >= 0 && static_cast<int32_t>(published - target) < 0; u--) {
-    if (run_if_pending(u)) published = published_.load(std::memory_order_acquire);
+  // Rather than wait idle, the caller runs still-pending units itself, oldest sends
+  // first, so no unit waits behind newer ones for a worker that has no core. On a
+  // machine with fewer cores than workers + 1 this keeps every core stepping envs.
+  for (size_t i = 0; i < dispatched_.size() && static_cast<int32_t>(published - target) < 0; i++) {
+    if (run_if_pending(dispatched_[i])) published = published_.load(std::memory_order_acquire);
   }
   while (static_cast<int32_t>(published - target) < 0) published = wait_for_change(published_, published, spin_iterations_);
   for (int i = 0; i < count; i++) {
@@ -146,7 +149,11 @@ void Engine::recv(int32_t* units_out, int count) {
     while ((value = slot.load(std::memory_order_acquire)) == 0) cpu_pause();
     slot.store(0, std::memory_order_relaxed);
     units_out[i] = value - 1;
+    returned_[value - 1] = true;
   }
+  dispatched_.erase(std::remove_if(dispatched_.begin(), dispatched_.end(), [this](int32_t u) { return returned_[u]; }),
+                    dispatched_.end());
+  for (int i = 0; i < count; i++) returned_[units_out[i]] = false;
   consumed_ = target;
   in_flight_ -= count;
 }

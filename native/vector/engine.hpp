@@ -14,9 +14,9 @@
 // owning worker's `signal` word; workers and the caller wait for a word to change by
 // spinning a bounded number of iterations with a CPU pause, then blocking in
 // std::atomic::wait (a futex), so idle or oversubscribed threads burn no CPU. A caller
-// waiting in recv() first runs still-pending units itself (claiming a unit is one
-// atomic exchange, so nothing runs twice): on 2 cores with 2 workers that keeps both
-// cores stepping envs instead of one spinning.
+// waiting in recv() first runs still-pending units itself, oldest first (claiming a
+// unit is one atomic exchange, so nothing runs twice): on 2 cores with 2 workers that
+// keeps both cores stepping envs instead of one spinning.
 #pragma once
 
 #include <atomic>
@@ -84,6 +84,8 @@ class Engine {
   std::vector<int32_t> all_units_;
   std::vector<int32_t> finished_;  // scratch for the blocking calls
   std::vector<bool> wake_;           // scratch for dispatch
+  std::vector<int32_t> dispatched_;  // units in flight, oldest send first (caller only)
+  std::vector<bool> returned_;       // scratch for recv
 
   // Finished units in completion order: a worker claims a ticket, writes unit+1 into
   // ring slot ticket % num_units, then bumps `published_`. The caller consumes slots

@@ -17,8 +17,8 @@ import os
 import numpy as np
 
 from puffercore._engine import ThreadEngine
-from puffercore.env import Buffers, check_seed
-from puffercore.vector.common import VectorEnv, check_count
+from puffercore.env import Buffers, check_actions, check_seed
+from puffercore.vector.common import VectorEnv, check_count, merge_infos
 
 # Pause iterations a waiting thread spins before it sleeps in a futex: long enough to
 # catch a hand-off that is microseconds away, short enough not to steal a core from a
@@ -47,14 +47,20 @@ class Threads(VectorEnv):
         cpus = _affinity(thread_affinity)
         self._default_seed = check_seed(seed)
 
-        env = env_creator(num_envs=num_envs, **env_kwargs)
+        native_only = (
+            "the threads backend steps native (C) envs: env_creator(num_envs=...) must return a "
+            "puffercore.ocean.NativeEnv"
+        )
+        try:
+            env = env_creator(num_envs=num_envs, **env_kwargs)
+        except TypeError as error:
+            if "num_envs" in str(error):
+                raise TypeError(f"{native_only}; use backend='processes' for Python envs") from error
+            raise
         if not hasattr(env, "envs_address"):
             if hasattr(env, "close"):
                 env.close()
-            raise TypeError(
-                "the threads backend steps native (C) envs: env_creator(num_envs=...) must return a "
-                f"puffercore.ocean.NativeEnv, got {type(env).__name__}; use backend='processes' for Python envs"
-            )
+            raise TypeError(f"{native_only}, got {type(env).__name__}; use backend='processes' for Python envs")
         if env.num_envs != num_envs:
             env.close()
             raise ValueError(f"env_creator(num_envs={num_envs}) returned an env with {env.num_envs} sub-envs")
@@ -104,7 +110,7 @@ class Threads(VectorEnv):
             self.env.write_actions(actions, first, first + len(units) * self.rows_per_unit)
         else:
             rows = self._unit_rows(units)
-            self.env.write_actions(actions, 0, 0, rows)
+            self.actions[rows] = check_actions(actions, self.single_action_space, len(rows))
         self._engine.send(units)
         self._batch_units = None
 
@@ -122,7 +128,7 @@ class Threads(VectorEnv):
         units = np.sort(units)
         self._batch_units = units
         self._batch_is_block = bool(units[-1] - units[0] == count - 1)
-        info = self.env.drain_info_units(units, self.envs_per_unit)
+        info = merge_infos([self.env.drain_info(u * self.envs_per_unit, (u + 1) * self.envs_per_unit) for u in units])
         if self._batch_is_block:
             first = units[0] * self.rows_per_unit
             view = self.buffers.rows(first, first + count * self.rows_per_unit)
