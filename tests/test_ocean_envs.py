@@ -295,3 +295,33 @@ def test_lifecycle_errors():
         scoped.reset()
     with pytest.raises(RuntimeError, match="closed"):
         scoped.reset()
+
+
+def test_binding_mistakes_are_caught_before_any_native_code_runs():
+    """A binding whose spaces contradict its C spec is an author error named at once."""
+
+    def with_space(attribute, space):
+        fixed = property(lambda self: space, lambda self, value: None)
+        return type("Broken", (CartPole,), {attribute: fixed})
+
+    with pytest.raises(RuntimeError, match="obs_size=5 contradicts the spec's 4"):
+        with_space("single_observation_space", gymnasium.spaces.Box(-1, 1, (5,), np.float32))()
+    with pytest.raises(TypeError, match="obs_dtype"):
+        with_space("single_observation_space", gymnasium.spaces.Box(0, 1, (4,), np.uint8))()
+    with pytest.raises(TypeError, match="act_dtype"):
+        with_space("single_action_space", gymnasium.spaces.Box(-1, 1, (1,), np.float32))()
+    with pytest.raises(RuntimeError, match="elements per row"):
+        with_space("single_action_space", gymnasium.spaces.MultiDiscrete([2, 2]))()
+    with pytest.raises(ValueError, match="PyCapsule"):
+        NativeEnv("not a capsule", 1, 0, None, None)
+
+
+@pytest.mark.parametrize("name", MULTI_ROW)
+def test_serial_vector_of_single_envs_equals_one_multi_env(name):
+    """Per-index seeding: the vector's env j is sub-env j of one big env, row for row."""
+    cls, kwargs = MULTI_ROW[name]
+    vector = puffercore.vector.make(cls, 4, backend="serial", seed=0, **kwargs)
+    whole = cls(num_envs=4, seed=0, **kwargs)
+    actions = random_actions(whole, np.random.default_rng(5), 60)
+    assert_same_frames(rollout(vector, actions, seed=9), rollout(whole, actions, seed=9))
+    vector.close()

@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
+import puffercore.vector
 from puffercore.build import build_env
 from puffercore.env import GymnasiumView, PufferEnv
 
@@ -38,6 +39,13 @@ def test_template_builds_outside_the_tree_and_steps(tmp_path):
         env.step(np.full(8, 2, np.int32))
     with pytest.raises(TypeError):
         module.Template(num_envs=1, width=3)
+
+    vector = puffercore.vector.make(module.Template, 4, backend="serial", seed=0, length=4)
+    obs, _ = vector.reset()
+    for _ in range(3):
+        obs, rew, term, trunc, info = vector.step(np.ones(4, np.int32))
+    assert obs.shape == (4, 1) and vector.num_envs == 4
+    vector.close()
 
     from gymnasium.utils.env_checker import check_env
 

@@ -10,11 +10,9 @@ from puffercore.ocean.native import NativeEnv, check_int
 
 cdef extern from "snake.h":
     ctypedef struct SnakeAgent:
-        int32_t* body
-        int32_t tail
         int32_t length
     ctypedef struct CSnake "Snake":
-        int32_t width, height, num_snakes, num_food, vision, stride
+        int32_t width, height, num_snakes, num_food, vision
         SnakeAgent* agents
         uint8_t* cells
     size_t snake_env_size(int32_t width, int32_t height, int32_t num_snakes, int32_t vision)
