@@ -107,6 +107,15 @@ class VectorEnv(PufferEnv):
     _closed = False
     _has_reset = False
 
+    def _adopt_spaces(self, env: PufferEnv) -> None:
+        """Take the per-row spaces (and observation/action trees) of one of our envs."""
+        self.single_observation_space = env.single_observation_space
+        self.single_action_space = env.single_action_space
+        self.observation_tree = getattr(env, "observation_tree", None)
+        self.action_tree = getattr(env, "action_tree", None)
+        self.render_mode = env.render_mode
+        self.metadata = env.metadata
+
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         raise NotImplementedError
 

@@ -189,12 +189,7 @@ class Processes(VectorEnv):
         factory = EnvFactory(env_creator, env_kwargs)
         probe = factory.probe
         probe.close()
-        self.single_observation_space = probe.single_observation_space
-        self.single_action_space = probe.single_action_space
-        self.observation_tree = getattr(probe, "observation_tree", None)
-        self.action_tree = getattr(probe, "action_tree", None)
-        self.render_mode = probe.render_mode
-        self.metadata = probe.metadata
+        self._adopt_spaces(probe)
         rows_per_env, sub_envs_per_env = probe.num_agents, probe.num_envs
 
         self.num_envs = num_envs * sub_envs_per_env

@@ -65,10 +65,7 @@ class Threads(VectorEnv):
             env.close()
             raise ValueError(f"env_creator(num_envs={num_envs}) returned an env with {env.num_envs} sub-envs")
         self.env = env
-        self.single_observation_space = env.single_observation_space
-        self.single_action_space = env.single_action_space
-        self.render_mode = env.render_mode
-        self.metadata = env.metadata
+        self._adopt_spaces(env)
         self.num_envs, self.num_agents = env.num_envs, env.num_agents
         self._init_buffers(env.buffers)
 
