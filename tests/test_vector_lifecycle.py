@@ -118,11 +118,12 @@ def test_processes_match_serial_for_any_worker_count(batch_size):
         per_env = {env: [] for env in range(4)}
         try:
             vec.async_reset(seed=7)
-            for step in range(24):
+            for _ in range(24):
                 obs, rew, term, trunc, _, env_ids, _ = vec.recv()
                 for row, env in enumerate(env_ids):
                     per_env[env].append((obs[row].tolist(), float(rew[row]), bool(term[row])))
-                vec.send((env_ids + step) % 4)
+                # Actions from (env, that env's step count): the same whatever the batching.
+                vec.send(np.array([(env + len(per_env[env])) % 4 for env in env_ids]))
         finally:
             vec.close()
         return per_env
