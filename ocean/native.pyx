@@ -232,46 +232,55 @@ cdef class _EnvArray:
         if self.envs == NULL or self.needs_reset:
             self._check_open()
             raise RuntimeError(f"{type(self).__name__}: call reset() before step()")
-        self._write_actions(actions)
+        self.write_actions(actions)
         with nogil:
             pc_step_range(&self.spec, self.envs, 0, self.count)
-        return self.obs_buffer, self.reward_buffer, self.terminal_buffer, self.truncation_buffer, self._drain_info()
+        return self.obs_buffer, self.reward_buffer, self.terminal_buffer, self.truncation_buffer, self.drain_info()
 
-    cdef _write_actions(self, actions):
-        """Copy actions into the action buffer. The common case -- an ndarray of the
-        buffer's dtype and shape -- is checked here in C, as per-step Python overhead
-        dominates at small env counts; anything else, or any value out of range, goes
-        through check_actions, which converts it or raises the error naming the problem."""
-        if not (cnp.PyArray_Check(actions) and self._fast_actions_ok(<cnp.ndarray>actions)):
-            np.copyto(self.action_buffer, check_actions(actions, self.single_action_space, self.num_agents))
-        elif actions is not self.action_buffer:
-            memcpy(cnp.PyArray_DATA(self.action_buffer), cnp.PyArray_DATA(actions),
-                   cnp.PyArray_NBYTES(self.action_buffer))
+    cpdef write_actions(self, actions, int64_t begin=0, int64_t end=-1):
+        """Copy the actions of rows [begin, end) (default: all) into the action buffer.
+        The common case -- an ndarray of the buffer's dtype and shape -- is checked here
+        in C, as per-step Python overhead dominates at small env counts; anything else,
+        or any value out of range, goes through check_actions, which converts it or
+        raises the error naming the problem. The threads engine writes its batches here."""
+        if end < 0:
+            end = self.num_agents
+        if not 0 <= begin <= end <= self.num_agents:
+            raise IndexError(f"rows [{begin}, {end}) outside [0, {self.num_agents})")
+        cdef cnp.ndarray target = self.action_buffer[begin:end]
+        if not (cnp.PyArray_Check(actions) and self._fast_actions_ok(<cnp.ndarray>actions, target)):
+            np.copyto(target, check_actions(actions, self.single_action_space, end - begin))
+        elif actions is not target:
+            memcpy(cnp.PyArray_DATA(target), cnp.PyArray_DATA(actions), cnp.PyArray_NBYTES(target))
 
-    cdef bint _fast_actions_ok(self, cnp.ndarray actions):
-        cdef cnp.ndarray buffer = self.action_buffer
-        cdef int ndim = cnp.PyArray_NDIM(buffer), d
-        if (cnp.PyArray_NDIM(actions) != ndim or cnp.PyArray_TYPE(actions) != cnp.PyArray_TYPE(buffer)
+    cdef bint _fast_actions_ok(self, cnp.ndarray actions, cnp.ndarray target):
+        cdef int ndim = cnp.PyArray_NDIM(target), d
+        if (cnp.PyArray_NDIM(actions) != ndim or cnp.PyArray_TYPE(actions) != cnp.PyArray_TYPE(target)
                 or not cnp.PyArray_ISCARRAY_RO(actions)):
             return False
         for d in range(ndim):
-            if cnp.PyArray_DIM(actions, d) != cnp.PyArray_DIM(buffer, d):
+            if cnp.PyArray_DIM(actions, d) != cnp.PyArray_DIM(target, d):
                 return False
         if self.spec.act_dtype == PC_FLOAT32:
             return _all_finite(<float*>cnp.PyArray_DATA(actions), cnp.PyArray_SIZE(actions))
-        return _ints_in_range(<int32_t*>cnp.PyArray_DATA(actions), self.count * self.spec.rows, self.action_low.shape[0],
-                              &self.action_low[0], &self.action_high[0])
+        return _ints_in_range(<int32_t*>cnp.PyArray_DATA(actions), cnp.PyArray_DIM(target, 0),
+                              self.action_low.shape[0], &self.action_low[0], &self.action_high[0])
 
-    cdef dict _drain_info(self):
-        """Episode means over the envs that ended an episode this step. Only those can
-        hold logs (an env logs when an episode ends, which flags one of its rows), so
-        scanning the flag bytes spares touching every env struct."""
+    cpdef dict drain_info(self, int64_t begin=0, int64_t end=-1):
+        """Episode means over the sub-envs in [begin, end) (default: all) that ended an
+        episode this step. Only those can hold logs (an env logs when an episode ends,
+        which flags one of its rows), so scanning the flag bytes spares touching every
+        env struct."""
+        if end < 0:
+            end = self.count
+        if not 0 <= begin <= end <= self.count:
+            raise IndexError(f"envs [{begin}, {end}) outside [0, {self.count})")
         cdef double sums[16]
         memset(sums, 0, sizeof(sums))
         cdef const uint8_t* terminals = <uint8_t*>cnp.PyArray_DATA(self.terminal_buffer)
         cdef const uint8_t* truncations = <uint8_t*>cnp.PyArray_DATA(self.truncation_buffer)
         cdef int64_t rows = self.spec.rows, i, row
-        for i in range(self.count):
+        for i in range(begin, end):
             for row in range(i * rows, (i + 1) * rows):
                 if terminals[row] | truncations[row]:
                     pc_drain_logs(&self.spec, self.envs, i, i + 1, sums)
