@@ -100,7 +100,8 @@ class PPOConfig:
     def for_env(cls, env: str, **overrides) -> "PPOConfig":
         """The config for `env`: defaults, then the env's preset, then `overrides`."""
         check_env_name(env)
-        values = {**PRESETS.get(env, {}), **overrides}
+        preset = GYMNASIUM_PRESET if env.startswith(GYMNASIUM_PREFIX) else PRESETS.get(env, {})
+        values = {**preset, **overrides}
         unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
             raise ValueError(f"unknown PPOConfig fields: {unknown}")
@@ -161,6 +162,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         learning_rate=3e-3, hidden_size=64,
     ),
 }
+
+
+# Python (gymnasium) envs step in worker processes where this installation has them.
+GYMNASIUM_PRESET: dict[str, Any] = {"backend": "processes" if "processes" in puffercore.vector.BACKENDS else "serial"}
 
 
 # ---------------------------------------------------------------------------------------
