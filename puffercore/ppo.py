@@ -609,10 +609,13 @@ class Trainer:
         the state after every episode end, as collection did."""
         obs = minibatch["obs"]
         rows, horizon = obs.shape[0], obs.shape[1]
-        state = (minibatch["state_h"], minibatch["state_c"]) if self.policy.lstm is not None else None
+        if self.policy.lstm is None:  # rows only for prioritized sampling: one batched pass
+            out = self.policy(obs.reshape(rows * horizon, *obs.shape[2:]))
+            return out.params.reshape(rows, horizon, -1), out.value.reshape(rows, horizon)
+        state = (minibatch["state_h"], minibatch["state_c"])
         params, values = [], []
         for t in range(horizon):
-            if state is not None and t > 0:
+            if t > 0:
                 keep = (~(minibatch["terminal"][:, t - 1] | minibatch["truncation"][:, t - 1])).float()[:, None]
                 state = (state[0] * keep, state[1] * keep)
             out = self.policy(obs[:, t], state)
