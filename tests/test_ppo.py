@@ -4,6 +4,7 @@ masks, prioritized rows, config and CLI errors, learning, exact resume, LSTM mem
 import dataclasses
 import json
 import os
+import sys
 
 import gymnasium
 import numpy as np
@@ -395,3 +396,15 @@ def test_native_rollouts_follow_cartpole_dynamics(tmp_path, backend, num_workers
             trainer.learn()
     finally:
         trainer.close()
+
+
+def test_logger_without_tensorboard_or_wandb(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    metrics = logger.Logger(tmp_path, tensorboard=True)
+    metrics.log(1, {"x": 1.0})
+    metrics.close()
+    assert "tensorboard is not installed" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["metrics.csv"]
+    with pytest.raises(ValueError, match="wandb_project='demo' needs wandb"):
+        logger.Logger(tmp_path, tensorboard=False, wandb_project="demo")
