@@ -40,7 +40,6 @@ import torch
 
 import puffercore.vector
 from puffercore import advantage, checkpoint, logger
-from puffercore.memory import Memory
 from puffercore.env import derive_seed
 from puffercore.models import Policy
 
@@ -171,7 +170,7 @@ GYMNASIUM_PRESET: dict[str, Any] = {"backend": "processes" if "processes" in puf
 # ---------------------------------------------------------------------------------------
 # 2. Envs
 # ---------------------------------------------------------------------------------------
-NATIVE_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared"}
+NATIVE_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory"}
 GYMNASIUM_PREFIX = "gymnasium:"
 
 
@@ -183,23 +182,18 @@ def check_env_name(env: str) -> None:
         if env_id not in gymnasium.registry:
             raise ValueError(f"unknown gymnasium env id {env_id!r} in env={env!r}")
         return
-    if env not in (*NATIVE_ENVS, "memory"):
+    if env not in NATIVE_ENVS:
         raise ValueError(
-            f"unknown env {env!r}; expected one of {sorted([*NATIVE_ENVS, 'memory'])} or "
+            f"unknown env {env!r}; expected one of {sorted(NATIVE_ENVS)} or "
             f"'{GYMNASIUM_PREFIX}<id>' (e.g. {GYMNASIUM_PREFIX}Acrobot-v1)"
         )
 
 
-def _vectorized_class(name: str):
-    """The multi-env PufferEnv class of a built-in env, or None where puffercore.ocean
-    is not built."""
-    if name == "memory":
-        return Memory
-    try:
-        import puffercore.ocean as ocean
-    except ImportError:
-        return None
-    return getattr(ocean, NATIVE_ENVS[name], None)
+def _native_class(name: str):
+    from puffercore import ocean
+    from puffercore.ocean.memory import Memory
+
+    return Memory if name == "memory" else getattr(ocean, NATIVE_ENVS[name])
 
 
 def _make_gymnasium(env_id: str):
@@ -207,26 +201,22 @@ def _make_gymnasium(env_id: str):
 
 
 def make_vector(env: str, config: PPOConfig, seed: int):
-    """The vector env for `env` under `config`. CartPole falls back to gymnasium's
-    CartPole-v1 where puffercore.ocean is not built."""
+    """The vector env for `env` under `config`: ocean envs on any backend, gymnasium
+    ids on serial or processes."""
     check_env_name(env)
     backend = config.backend
     if backend not in puffercore.vector.BACKENDS:
         raise ValueError(f"backend {backend!r} is not available in this installation; have {sorted(puffercore.vector.BACKENDS)}")
     num_workers = config.num_workers or None
     batch_size = config.batch_size or None
-    env_class = None if env.startswith(GYMNASIUM_PREFIX) else _vectorized_class(env)
-    if env_class is None:
-        if env != "cartpole" and not env.startswith(GYMNASIUM_PREFIX):
-            raise ValueError(f"env {env!r} needs puffercore.ocean, which this installation lacks")
+    if env.startswith(GYMNASIUM_PREFIX):
         if backend == "threads":
             raise ValueError(f"env {env!r} is a Python env; the threads backend steps native envs only (use serial or processes)")
-        env_id = "CartPole-v1" if env == "cartpole" else env[len(GYMNASIUM_PREFIX):]
-        return puffercore.vector.make(functools.partial(_make_gymnasium, env_id), config.num_envs, backend=backend,
-                                      num_workers=num_workers, batch_size=batch_size, seed=seed)
+        creator = functools.partial(_make_gymnasium, env[len(GYMNASIUM_PREFIX):])
+        return puffercore.vector.make(creator, config.num_envs, backend=backend, num_workers=num_workers,
+                                      batch_size=batch_size, seed=seed)
+    env_class = _native_class(env)
     if backend == "threads":
-        if env_class is Memory:
-            raise ValueError("env 'memory' is a Python env; the threads backend steps native envs only (use serial)")
         return puffercore.vector.make(env_class, config.num_envs, backend="threads", num_workers=num_workers,
                                       batch_size=batch_size, seed=seed)
     # serial/processes: each creator env is a block of sub-envs, one block per batch.
