@@ -774,14 +774,17 @@ def load_policy(path: str, device: str = "cpu") -> tuple[Policy, dict]:
 
 
 @torch.no_grad()
-def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
+def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
              on_step: Callable[[np.ndarray, float], None] | None = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
     one env (every agent row of a multi-agent env counts its own episodes). greedy: the
-    most likely action (or the Gaussian mean) instead of a sample. `on_step(observation,
-    reward)` sees row 0 at each step, e.g. to render it."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be a positive int, got {episodes!r}")
+    most likely action (or the Gaussian mean) instead of a sample. After `max_steps` env
+    steps the episodes still running count as ended there (a greedy policy may never end
+    one, e.g. a snake circling forever). `on_step(observation, reward)` sees row 0 at
+    each step, e.g. to render it."""
+    for name, value in (("episodes", episodes), ("max_steps", max_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     policy, state = load_policy(path)
     config = PPOConfig(**state["config"])
     vec = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
@@ -792,7 +795,9 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
         obs, _ = vec.reset(seed=seed)
         episode_returns = np.zeros(vec.num_agents)
         recurrent = policy.initial_state(vec.num_agents, "cpu")
-        while len(returns) < episodes:
+        for _ in range(max_steps):
+            if len(returns) >= episodes:
+                break
             live = vec.masks.copy()
             out = policy(torch.as_tensor(obs), recurrent)
             actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
@@ -805,6 +810,8 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
             episode_returns[done] = 0.0
             recurrent = None if out.state is None else tuple(
                 part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
+        else:
+            returns += episode_returns[vec.masks].tolist()
     finally:
         vec.close()
     return returns[:episodes]
