@@ -9,7 +9,7 @@ file, top to bottom:
 5. `train`, `evaluate`: what the command line calls.
 
     from puffercore.ppo import PPOConfig, train
-    trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000))
+    trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000), "cartpole")
 
 Exact resume. Checkpoints are taken at rollout boundaries every `checkpoint_interval`
 updates. Env state in general cannot be snapshotted (a C env struct array, a gymnasium
@@ -19,7 +19,10 @@ resumed one, and model, optimizer, RNG streams and counters come from the checkp
 on CPU a resumed run ends bitwise identical to an uninterrupted one. The price is that
 episodes in flight are cut every checkpoint period; that is harmless for learning (each
 rollout row already bootstraps V(last observation)) when a period spans many episode
-lengths (default 100 updates), and `checkpoint_interval = 0` turns it off.
+lengths (default 100 updates), and `checkpoint_interval = 0` turns it off. Exactness
+holds for the periodic checkpoints (what a crash or preemption leaves); resuming from a
+checkpoint taken mid-period (`stop_after` or `until` ending a run early) starts a new
+period there, so that run goes on correctly but not bit for bit like the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -694,7 +697,7 @@ def train(config: PPOConfig, env: str = "cartpole", resume: str | None = None, s
     """Train PPO on `env`; returns the (closed) Trainer. `resume`: a run directory to
     continue from its checkpoint, with its saved env and config (`config` is ignored).
     `stop_after`: end after that many updates of this call (checkpointing as at the end),
-    as a preempted job would. `until(trainer)`: checked after each update; True ends the
+    as a preempted job would (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked after each update; True ends the
     run early (benchmarks stop at a target return)."""
     saved = None
     if resume is not None:
