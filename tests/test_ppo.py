@@ -432,3 +432,20 @@ def test_memory_env_rewards_recalling_the_cue():
     check_env(GymnasiumView(Memory(num_envs=1, seed=0)), skip_render_check=True)
     with pytest.raises(ValueError, match="delay must be an int in"):
         Memory(delay=0)
+
+
+def test_box_actions_train_end_to_end(tmp_path):
+    """Pendulum-v1 (Box(-2, 2) torques) through the Gaussian head: actions sent to the env
+    stay inside the bounds while the stored (unclipped) samples may leave them."""
+    config = small_config(run_dir=str(tmp_path), backend="serial", total_timesteps=8 * 16 * 2)
+    trainer = ppo.Trainer("gymnasium:Pendulum-v1", config)
+    try:
+        trainer.reset_envs()
+        trainer.collect()
+        trainer.learn()
+        actions = trainer.rollout["action"]
+        assert actions.shape == (8, 17, 1) and actions.dtype == torch.float32
+        assert np.abs(trainer.vec.actions).max() <= 2.0
+        assert trainer.policy.log_std.grad is not None and np.isfinite(trainer.losses["loss/loss"])
+    finally:
+        trainer.close()
