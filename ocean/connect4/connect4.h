@@ -27,7 +27,8 @@
  * {"action_mask": [7], "board": [2, 6, 7]} (keys in sorted order, as gymnasium lays
  * them out): the agent's legal columns (1 = open), then the board from the agent's
  * side, the game's own encoding (c4_game_observe): plane 0 the agent's pieces, plane 1
- * the opponent's, row 0 the bottom row. Once the game is over the mask is all zeros. */
+ * the opponent's, row 0 the bottom row. After a win or a full board (the final
+ * observation) the mask is all zeros. */
 #ifndef PUFFERCORE_OCEAN_CONNECT4_H
 #define PUFFERCORE_OCEAN_CONNECT4_H
 

@@ -40,9 +40,11 @@ class Connect4(NativeEnv):
     agent_first: True (the agent always moves first), False (always second; the
         opponent's opening move is in the first observation) or None (a coin flip per
         episode from the env's seeded RNG, so the agent learns both seats).
-    illegal_move: "error" (default): a step with a column that is full raises
-        ValueError before any env moves. "lose": the move ends the episode as a loss
-        (reward -1), for policies that do not use the action mask.
+    illegal_move: "error" (default): a step that plays a full column raises ValueError
+        naming the env, and none of this object's envs moves (nor any env of a threads
+        vector over it; a serial or processes vector steps its sub-envs one by one, so
+        those before the offending one have moved). "lose": the move ends the episode
+        as a loss (reward -1), for policies that do not use the action mask.
 
     Discrete(7) actions: the column. Reward +1 win, -1 loss, 0 otherwise; games end
     terminal (never truncated). Observation: 91 float32, the flat row of
@@ -84,8 +86,8 @@ class Connect4(NativeEnv):
             row = _first_full_column(self.envs_address, self.env_size, self.actions, begin, end)
             if row >= 0:
                 raise ValueError(
-                    f"actions[{row - begin}] = {self.actions[row]}: column {self.actions[row]} of env {row} is full "
-                    "(an illegal move); choose among the columns whose action_mask entry is 1 "
+                    f"column {self.actions[row]} of env {self.env_index_base + row} is full (an illegal move); choose among the "
+                    "columns whose action_mask entry is 1 "
                     "(observation_tree.unflatten(obs)['action_mask']), or pass illegal_move='lose'")
 
     def _render_ansi(self, size_t address):
