@@ -59,9 +59,10 @@ def random_legal_columns(masks, rng):
 
 
 def heuristic_choices(boards):
-    """[n, 7] bool: the columns connect4.h's heuristic opponent (plane 1 of `boards`, to
-    move) may play: winning ones, else blocking ones, else those not letting the agent
-    win on top, else any open one."""
+    """The columns connect4.h's heuristic opponent (plane 1 of `boards`, to move) may
+    play, [n, 7] bool: winning ones, else blocking ones, else those not letting the
+    agent win on top, else any open one. Also whether it could win, and whether it had
+    to block instead ([n] bool each)."""
     n, tall = len(boards), heights(boards)
     open_ = tall < ROWS
     win, block, safe = (np.zeros((n, COLS), bool) for _ in range(3))

@@ -18,7 +18,6 @@ cdef extern from "connect4.h":
     int C4ENV_RANDOM, C4ENV_HEURISTIC, C4ENV_AGENT_FIRST, C4ENV_OPPONENT_FIRST, C4ENV_COIN_FLIP
     ctypedef struct CConnect4 "Connect4":
         int8_t heights[7]
-        int8_t winner
     ctypedef struct CConnect4Env "Connect4Env":
         int32_t opponent, first_mover, agent
         CConnect4 game
@@ -86,8 +85,8 @@ class Connect4(NativeEnv):
             row = _first_full_column(self.envs_address, self.env_size, self.actions, begin, end)
             if row >= 0:
                 raise ValueError(
-                    f"column {self.actions[row]} of env {self.env_index_base + row} is full (an illegal move); choose among the "
-                    "columns whose action_mask entry is 1 "
+                    f"column {self.actions[row]} of env {self.env_index_base + row} is full (an illegal move); "
+                    "choose among the columns whose action_mask entry is 1 "
                     "(observation_tree.unflatten(obs)['action_mask']), or pass illegal_move='lose'")
 
     def _render_ansi(self, size_t address):
