@@ -61,8 +61,9 @@
 #define AZUL_FULL_ROW 0x1F
 #define AZUL_NO_COLOR (-1)
 #define AZUL_MARKER_IN_CENTRE (-1)
-/* Random 4-player games take about 130 moves (at most ~250 in 10^5 games); the cap only
- * stops deliberately endless play (everyone dumping tiles on the floor). */
+/* Random 2-player games take 70 moves on average (150 at most in 10^5), 4-player ones 108;
+ * the cap stops endless play: everyone dumping tiles on the floor, or (2 random 4-player
+ * games in 10^5) every tile a wall row needs stuck on pattern lines nobody can finish. */
 #define AZUL_MAX_MOVES 1000
 
 /* Observation (floats, by the observer's perspective): the shared part, then one block
