@@ -373,7 +373,7 @@ def test_engine_matches_the_python_reference_move_by_move():
                 refills += 1
             moves += 1
         assert state.winners() == reference.winners(reference.to_lists(state.fields()))
-    assert moves > 3000 and refills > 200
+    assert moves > 3000 and refills > 150
 
 
 def test_python_reference_plays_whole_games():
