@@ -286,6 +286,40 @@ def test_factories_fill_as_far_as_tiles_last():
     assert after["bag"].sum() == after["lid"].sum() == 0
 
 
+def test_a_round_nobody_took_from_the_centre_is_started_by_the_same_player():
+    fields = blank()
+    fields["player"] = fields["round_starter"] = 1
+    fields["factories"][0, RED] = 4
+    state = finish(fields)
+    state.apply(take(0, RED, 3))          # a single-colour factory: nothing reaches the centre
+    after = state.fields()
+    assert after["round"] == 2 and after["marker_holder"] == -1
+    assert after["player"] == after["round_starter"] == 1
+
+
+def test_a_round_without_tiles_to_draw_ends_the_game():
+    fields = blank(4)
+    for seat in range(4):                 # seat p's row r misses colour (r + p) % 5
+        for row in range(5):
+            fields["wall"][seat, row] = True
+            fields["wall"][seat, row, (2 * row + seat) % 5] = False
+    for color in range(5):                # the other 4 tiles of each colour sit on unfinished lines
+        rows = {seat: (color - seat) % 5 for seat in range(4)}
+        for seat, row in rows.items():
+            if row:
+                fields["line_color"][seat, row] = color
+                fields["line_count"][seat, row] += 1
+        if 0 in rows.values():
+            widest = max(rows, key=rows.get)
+            fields["line_count"][widest, rows[widest]] += 1
+    assert fields["line_count"][0, 4] == 1 and fields["line_color"][0, 4] == WHITE
+    fields["line_count"][0, 4], fields["line_color"][0, 4] = 0, -1   # player 0 lays that tile now
+    after = last_move_of_round(fields, WHITE, 4, rest="lid")
+    assert after["bag"].sum() == after["lid"].sum() == after["factories"].sum() == 0
+    assert after["game_over"] and after["score"].tolist() == [0, 0, 0, 0]
+    assert not after["wall"].all(axis=2).any() and after["line_count"][0, 4] == 1
+
+
 def test_a_factory_move_sends_the_rest_to_the_centre():
     state = GAME.new_state(seed=3)
     factory = state.fields()["factories"][0]

@@ -21,21 +21,22 @@
  * complete column, +10 per colour with all 5 tiles on the wall. Highest score wins; ties
  * go to more complete rows, then are shared (azul_winners).
  *
- * Beyond the rules: a game also ends after AZUL_MAX_MOVES actions (a safety cap no
- * sensible game reaches; the scores then stand as they are, without bonuses), and if a
- * new round would start without a single tile to draw (every tile stuck on walls and
- * pattern lines, which needs 4 players and deliberate play) the game ends there with the
- * end-of-game bonuses.
+ * Where the rulebook is silent: if nobody took from the centre in a round (every
+ * factory held one colour), the marker never left the centre and the same player starts
+ * again; if a new round would start without a single tile to draw (every tile stuck on
+ * walls and pattern lines, possible with 4 players) the game ends there, with the
+ * end-of-game bonuses; and a game ends after AZUL_MAX_MOVES actions, its scores as they
+ * stand, without bonuses (a safety cap, see below).
  *
  * Action = (source * 5 + colour) * 6 + destination, for every player count:
  * source 0-8 a factory (those past num_factories are never legal), 9 the centre;
  * destination 0-4 a pattern line, 5 the floor.
  *
- * returns: (score_i - mean score) / 100 by seat (zero-sum; in a 2-player game the
- * winner's is +margin/200). A positive return means above the average score; the
- * highest return marks the highest score, but a score tie that the complete-rows rule
- * breaks still shows equal returns: azul_winners is the official result. The values
- * follow the scores during play too, not only at the end. */
+ * returns: (score_i - mean score) / 100 by seat, zero-sum, ordered like the scores. In
+ * a 2-player game they are +-(margin / 200): positive for the score winner, 0 each on a
+ * score tie. The highest return always marks a highest score, but a score tie that the
+ * complete-rows rule breaks still shows equal returns: azul_winners is the official
+ * result. The values follow the scores during play too, not only at the end. */
 #ifndef PUFFERCORE_GAMES_AZUL_H
 #define PUFFERCORE_GAMES_AZUL_H
 
@@ -49,7 +50,6 @@
 #define AZUL_COLORS 5
 #define AZUL_ROWS 5 /* wall rows = wall columns = pattern lines */
 #define AZUL_TILES_PER_COLOR 20
-#define AZUL_TILES (AZUL_COLORS * AZUL_TILES_PER_COLOR)
 #define AZUL_TILES_PER_FACTORY 4
 #define AZUL_MAX_FACTORIES 9
 #define AZUL_CENTRE AZUL_MAX_FACTORIES /* source index of the centre */
