@@ -551,6 +551,17 @@ def test_inconsistent_positions_are_refused():
         Connect4().state_from_bytes(bytes(Connect4().new_state()))
 
 
+def test_native_helpers_refuse_raw_bytes_that_are_no_position():
+    from puffercore import _azul
+
+    garbage = b"\xff" * len(bytes(GAME.new_state()))
+    for helper in (_azul.fields, _azul.winners, _azul.greedy_action):
+        with pytest.raises(ValueError, match="not a consistent Azul state"):
+            helper(garbage)
+    with pytest.raises(ValueError, match="bytes, got 3"):
+        _azul.fields(b"abc")
+
+
 def test_raw_bytes_round_trip_and_are_read_only():
     state = GAME.new_state(seed=4, num_players=4)
     assert GAME.state_from_bytes(bytes(state)) == state

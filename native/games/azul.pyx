@@ -45,7 +45,7 @@ cdef extern from "puffercore/games/azul.h" nogil:
         int8_t player
         int8_t round_starter
         int8_t game_over
-        int16_t round "round"
+        int16_t round
         int16_t moves
         AzulBoard boards[4]
     const PcGameSpec AZUL_GAME
@@ -73,15 +73,24 @@ def azul_spec():
     return PyCapsule_New(<void*>&AZUL_GAME, "puffercore.PcGameSpec", NULL)
 
 
-cdef const Azul* _azul(const unsigned char[::1] data) except NULL:
+cdef const Azul* _sized(const unsigned char[::1] data) except NULL:
     if data.shape[0] != sizeof(Azul):
         raise ValueError(f"an Azul state has {sizeof(Azul)} bytes, got {data.shape[0]}")
     return <const Azul*>&data[0]
 
 
+cdef const Azul* _azul(const unsigned char[::1] data) except NULL:
+    """The state in `data`, checked, so no rule code ever reads out of range."""
+    cdef const Azul* azul = _sized(data)
+    cdef const char* reason = azul_invalid(azul)
+    if reason != NULL:
+        raise ValueError(f"not a consistent Azul state: {reason.decode()}")
+    return azul
+
+
 def invalid_reason(const unsigned char[::1] data):
     """None for a consistent Azul state, else what is wrong with it."""
-    reason = azul_invalid(_azul(data))
+    reason = azul_invalid(_sized(data))
     return None if reason == NULL else reason.decode()
 
 

@@ -251,7 +251,8 @@ static inline const char* azul_invalid(const Azul* azul) {
             for (int col = 0; col < AZUL_ROWS; col++)
                 if (board->wall[row] >> col & 1u) per_color[(col - row + AZUL_COLORS) % AZUL_COLORS]++;
             if (count < 0 || count > row + 1) return "pattern line r holds 0..r+1 tiles";
-            if ((count == 0) != (color == AZUL_NO_COLOR)) return "a pattern line has a colour exactly when it has tiles";
+            if ((count == 0) != (color == AZUL_NO_COLOR))
+                return "a pattern line has a colour exactly when it has tiles";
             if (count == 0) continue;
             if (color < 0 || color >= AZUL_COLORS) return "line colours are 0..4 or -1";
             if (board->wall[row] >> azul_wall_column(row, color) & 1u)
@@ -420,10 +421,11 @@ static inline void azul_play(Azul* azul, int32_t action) {
         azul->player = (int8_t)((seat + 1) % azul->num_players);
 }
 
-/* Shared: factories [9][5] / 4, centre [5] / 20, bag [5] / 20, lid [5] / 20, marker in the
- * centre, seat to move one-hot [4] (relative to the observer), player count one-hot [3]. Per seat (observer first, then turn order):
- * pattern lines [5 rows][5 colours] = tiles / line length, wall [5][5] (0/1), floor
- * tiles / 7, holds the marker, score / 100. */
+/* 280 floats. Shared (68): factories [9][5] / 4, centre [5] / 20, bag [5] / 20, lid [5] / 20,
+ * marker in the centre, seat to move one-hot [4] (relative to the observer), player count
+ * one-hot [3]. Then per seat (53 each; observer first, then turn order, zeros for absent
+ * seats): pattern lines [5 rows][5 colours] = tiles / line length, wall [5][5] (0/1),
+ * floor tiles / 7, holds the marker, score / 100. */
 static inline void azul_observe(const Azul* azul, int32_t observer, float* out) {
     memset(out, 0, AZUL_OBS_SIZE * sizeof(float));
     const int n = azul->num_players;
@@ -530,7 +532,9 @@ static inline int32_t azul_render(const Azul* azul, char* out, int32_t capacity)
 #undef AZUL_APPEND
 
 /* ABI wrappers: the rules above take Azul*; the spec takes void*. */
-static void azul_game_init(void* state, uint64_t seed, int32_t num_players) { azul_init((Azul*)state, seed, num_players); }
+static void azul_game_init(void* state, uint64_t seed, int32_t num_players) {
+    azul_init((Azul*)state, seed, num_players);
+}
 static void azul_game_legal_mask(const void* state, uint8_t* out) { azul_legal_mask((const Azul*)state, out); }
 static void azul_game_apply(void* state, int32_t action) { azul_play((Azul*)state, action); }
 static int32_t azul_game_is_terminal(const void* state) { return azul_is_over((const Azul*)state); }
