@@ -56,6 +56,9 @@ typedef struct PcEnv {
 typedef struct PcEnvSpec {
     int32_t abi_version;        /* PC_ABI_VERSION */
     const char* name;
+    /* env_size, rows and obs_size may depend on an env's config (a Snake's grid size,
+     * snake count, vision): such a spec gives 0 for them, and the binding fills them in
+     * its own per-instance copy of the spec, which is what the vector engine steps. */
     size_t env_size;            /* sizeof the whole env struct (PcEnv header included) */
     int32_t rows;               /* agent rows owned by one env */
     int32_t obs_size;           /* elements per observation row */
@@ -117,6 +120,7 @@ static inline void pc_drain_logs(const PcEnvSpec* spec, void* envs, int64_t begi
                                  double* out) {
     for (int64_t i = begin; i < end; i++) {
         PcEnv* env = (PcEnv*)pc_env_at(spec, envs, i);
+        if (env->log[0] == 0.0f) continue; /* no episode ended: nothing to add or clear */
         for (int k = 0; k <= spec->num_log; k++) out[k] += env->log[k];
         memset(env->log, 0, sizeof(env->log));
     }

@@ -1,0 +1,328 @@
+"""Env throughput, puffercore against its peers, side by side in one run.
+
+    python bench/compare_throughput.py                      # CartPole, the full table
+    python bench/compare_throughput.py --envs 1,256,4096 --seconds 0.3
+    python bench/compare_throughput.py --env mypackage.envs:MyEnv   # your own env
+
+Rows (each at every env count, where it makes sense):
+  native 1 thread       the ocean env's own step(): a plain C loop over envs
+  threads / threads-stg the C++ engine, sync and staggered (batch = half the envs)
+  serial                gymnasium CartPole-v1 through puffercore's adapter, one thread
+  processes / proc-stg  gymnasium CartPole-v1 in worker processes, sync and staggered
+  gym Sync / gym Async  gymnasium.vector.SyncVectorEnv / AsyncVectorEnv
+  gym NumPy             gymnasium's vectorized NumPy CartPoleVectorEnv
+  envpool               EnvPool's C++ CartPole (if installed)
+Actions come from a pool drawn beforehand, so random number generation is not what is
+timed. Then the targets: threads vs the single-thread loop and vs EnvPool at 4096 envs,
+processes vs AsyncVectorEnv at 2 x 64 envs, staggered vs sync on an env whose step
+cost varies, and the engine's hand-off latency. A PNG plot goes to --plot.
+
+--env MODULE:CALLABLE measures your env instead of CartPole: a native env (a
+puffercore NativeEnv subclass) on the native and threads rows, any other creator
+(gymnasium Env or PufferEnv factory) on the serial and processes rows, plus gymnasium's
+vector envs when it returns a gymnasium Env.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import os
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import gymnasium  # noqa: E402
+import numpy as np  # noqa: E402
+
+import puffercore.vector  # noqa: E402
+from puffercore.ocean import CartPole, NativeEnv  # noqa: E402
+from puffercore.testing import CountingEnv  # noqa: E402
+
+POOL = 16
+
+
+def cartpole_v1():
+    return gymnasium.make("CartPole-v1")
+
+
+def load(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def action_pool(space, rows, seed=0):
+    rng = np.random.default_rng(seed)
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return [rng.integers(space.start, space.start + space.n, rows).astype(np.int32) for _ in range(POOL)]
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return [(space.start + rng.integers(0, space.nvec, (rows, *space.shape))).astype(np.int32) for _ in range(POOL)]
+    return [rng.uniform(space.low, space.high, (rows, *space.shape)).astype(np.float32) for _ in range(POOL)]
+
+
+def rate(step, rows_per_call, seconds):
+    """Agent steps per second of calling `step(i)` for about `seconds` (after a warm-up)."""
+    for i in range(3):
+        step(i)
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(8):
+            step(calls)
+            calls += 1
+    return calls * rows_per_call / elapsed
+
+
+def sync_rate(env, seconds):
+    env.reset(seed=0)
+    actions = action_pool(env.single_action_space, env.num_agents)
+    return rate(lambda i: env.step(actions[i % POOL]), env.num_agents, seconds)
+
+
+def staggered_rate(vec, seconds, inference_seconds=0.0):
+    """recv -> (simulated inference) -> send loop; counts the rows of each batch."""
+    vec.async_reset(seed=0)
+    rows = vec.num_agents * vec.batch_size // vec.num_creator_envs
+    actions = action_pool(vec.single_action_space, rows)
+
+    def step(i):
+        vec.recv()
+        if inference_seconds:
+            busy(inference_seconds)
+        vec.send(actions[i % POOL])
+
+    return rate(step, rows, seconds)
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def measure(name, build, seconds, step_kind="sync", **kwargs):
+    try:
+        env = build()
+    except Exception as error:  # a peer that cannot run here is reported, not fatal
+        print(f"  {name}: unavailable ({type(error).__name__}: {error})")
+        return None
+    try:
+        return staggered_rate(env, seconds, **kwargs) if step_kind == "staggered" else sync_rate(env, seconds)
+    finally:
+        env.close()
+
+
+class GymVector:
+    """gymnasium's vector envs behind the same reset/step/spaces used above."""
+
+    def __init__(self, env):
+        self.env = env
+        self.num_agents = env.num_envs
+        self.single_action_space = env.single_action_space
+
+    def reset(self, seed):
+        self.env.reset(seed=seed)
+
+    def step(self, actions):
+        return self.env.step(actions.astype(np.int64))
+
+    def close(self):
+        self.env.close()
+
+
+class EnvPoolVector(GymVector):
+    def __init__(self, num_envs, num_threads):
+        import envpool
+
+        env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=num_envs, num_threads=num_threads)
+        self.env = env
+        self.num_agents = num_envs
+        self.single_action_space = env.action_space
+
+    def step(self, actions):
+        return self.env.step(actions)
+
+
+def table_rows(args, native_creator, python_creator, gym_env_fn):
+    workers = args.workers
+    builders = {}
+    if native_creator is not None:
+        builders["native 1 thread"] = lambda n: native_creator(num_envs=n)
+        builders["threads"] = lambda n: puffercore.vector.make(native_creator, n, backend="threads", num_workers=min(workers, n))
+        builders["threads-stg"] = (
+            lambda n: puffercore.vector.make(
+                native_creator, n, backend="threads", num_workers=min(workers, n // 2), batch_size=n // 2
+            ),
+            "staggered",
+            2,
+        )
+    if python_creator is not None:
+        builders["serial"] = (lambda n: puffercore.vector.make(python_creator, n), "sync", 1, args.max_python_envs)
+        builders["processes"] = (
+            lambda n: puffercore.vector.make(python_creator, n, backend="processes", num_workers=min(workers, n)),
+            "sync", 1, args.max_python_envs,
+        )
+        builders["proc-stg"] = (
+            lambda n: puffercore.vector.make(
+                python_creator, n, backend="processes", num_workers=min(2 * workers, n), batch_size=n // 2
+            ),
+            "staggered", 2, args.max_python_envs,
+        )
+    if gym_env_fn is not None:
+        builders["gym Sync"] = (
+            lambda n: GymVector(gymnasium.vector.SyncVectorEnv([gym_env_fn] * n)), "sync", 1, args.max_python_envs
+        )
+        builders["gym Async"] = (
+            lambda n: GymVector(gymnasium.vector.AsyncVectorEnv([gym_env_fn] * n)),
+            "sync", 1, min(args.max_python_envs, 256),
+        )
+    if args.env is None:
+        from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+        builders["gym NumPy"] = lambda n: GymVector(CartPoleVectorEnv(num_envs=n))
+        builders["envpool"] = lambda n: EnvPoolVector(n, min(workers, n))
+    return builders
+
+
+def run_table(args, builders):
+    results = {}
+    for name, builder in builders.items():
+        build, kind, min_envs, max_envs = (builder, "sync", 1, None) if callable(builder) else (*builder, None)[:4]
+        for n in args.envs:
+            if n < min_envs or (max_envs is not None and n > max_envs):
+                continue
+            value = measure(f"{name} @ {n}", functools.partial(build, n), args.seconds, kind)
+            if value is not None:
+                results[(name, n)] = value
+                print(f"  {name:>16} {n:>6} envs: {value / 1e6:9.3f} M steps/s", flush=True)
+    return results
+
+
+def print_table(results, envs):
+    names = list(dict.fromkeys(name for name, _ in results))
+    print("\nsteps/s (M)".ljust(18) + "".join(f"{n:>11}" for n in envs))
+    for name in names:
+        cells = [f"{results[(name, n)] / 1e6:11.3f}" if (name, n) in results else " " * 11 for n in envs]
+        print(f"{name:<17}" + "".join(cells))
+
+
+def ratio_line(label, numerator, denominator, target):
+    if numerator is None or denominator is None:
+        print(f"  {label}: not measured")
+        return
+    value = numerator / denominator
+    print(f"  {label}: {value:.2f}x (target >= {target}x) {'ok' if value >= target else 'BELOW TARGET'}")
+
+
+def targets(args, results):
+    print("\nTargets")
+    n = 4096
+    ratio_line(
+        f"threads ({args.workers} workers) / native 1 thread, CartPole {n}",
+        results.get(("threads", n)), results.get(("native 1 thread", n)), 1.7,
+    )
+    ratio_line(f"threads / envpool, CartPole {n}", results.get(("threads", n)), results.get(("envpool", n)), 30)
+
+    processes = measure(
+        "processes 2x64", lambda: puffercore.vector.make(cartpole_v1, 128, backend="processes", num_workers=2),
+        args.seconds,
+    )
+    async_peer = measure(
+        "gym Async 128", lambda: GymVector(gymnasium.vector.AsyncVectorEnv([cartpole_v1] * 128)), args.seconds
+    )
+    if processes and async_peer:
+        print(f"  processes 2 workers x 64 envs: {processes / 1e3:.1f} k steps/s; AsyncVectorEnv 128 envs: "
+              f"{async_peer / 1e3:.1f} k steps/s")
+    ratio_line("processes / gymnasium AsyncVectorEnv, CartPole-v1 128 envs", processes, async_peer, 5)
+
+    # An env whose step cost varies 0-200 us, 4 workers x 2 envs, with 200 us of
+    # simulated policy inference per batch: sync waits for the slowest worker and
+    # then infers; staggered infers on one half while the other half steps.
+    uneven = functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6))
+    inference = 200e-6
+
+    def sync_uneven():
+        vec = puffercore.vector.make(uneven, 8, backend="processes", num_workers=4)
+        vec.reset(seed=0)
+        actions = np.zeros(8, np.int32)
+
+        def step(_):
+            vec.step(actions)
+            busy(inference)
+
+        try:
+            return rate(step, 8, args.seconds)
+        finally:
+            vec.close()
+
+    sync = sync_uneven()
+    staggered = measure(
+        "staggered uneven",
+        lambda: puffercore.vector.make(uneven, 8, backend="processes", num_workers=4, batch_size=4),
+        args.seconds, "staggered", inference_seconds=inference,
+    )
+    print(f"  uneven env (0-200 us/step), 200 us inference/batch: sync {sync / 1e3:.1f} k steps/s, "
+          f"staggered {staggered / 1e3:.1f} k steps/s")
+    ratio_line("staggered / sync on the uneven env", staggered, sync, 1.3)
+
+    for workers in (1, args.workers, 2 * args.workers):
+        vec = puffercore.vector.make(CartPole, workers, backend="threads", num_workers=workers)
+        steps_per_s = sync_rate(vec, args.seconds)
+        vec.close()
+        print(f"  engine hand-off, {workers} worker(s), one env each: {1e6 * workers / steps_per_s:.2f} us per step()")
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 5))
+    for name in dict.fromkeys(name for name, _ in results):
+        points = sorted((n, value) for (other, n), value in results.items() if other == name)
+        axis.plot([n for n, _ in points], [v for _, v in points], marker="o", label=name)
+    axis.set(xscale="log", yscale="log", xlabel="envs", ylabel="agent steps / s", title="env throughput")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    print(f"\nplot: {path}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", default="1,16,256,4096,16384", help="comma-separated env counts")
+    parser.add_argument("--seconds", type=float, default=0.5, help="timing window per measurement")
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="worker threads/processes")
+    parser.add_argument("--max-python-envs", type=int, default=1024, help="largest count for Python-env rows")
+    parser.add_argument("--env", help="MODULE:CALLABLE of your own env creator instead of CartPole")
+    parser.add_argument("--plot", default="throughput.png", help="where to write the PNG plot ('' for none)")
+    parser.add_argument("--no-targets", action="store_true", help="skip the target comparisons")
+    args = parser.parse_args()
+    args.envs = [int(n) for n in args.envs.split(",")]
+
+    if args.env is None:
+        native_creator, python_creator, gym_env_fn = CartPole, cartpole_v1, cartpole_v1
+    else:
+        creator = load(args.env)
+        native = isinstance(creator, type) and issubclass(creator, NativeEnv)
+        native_creator = creator if native else None
+        python_creator = None if native else creator
+        gym_env_fn = None
+        if not native:
+            probe = creator()
+            gym_env_fn = creator if isinstance(probe, gymnasium.Env) else None
+            probe.close()
+
+    print(f"env throughput on {os.cpu_count()} cores, {args.workers} workers, {args.seconds} s per cell")
+    results = run_table(args, table_rows(args, native_creator, python_creator, gym_env_fn))
+    print_table(results, args.envs)
+    if args.env is None and not args.no_targets:
+        targets(args, results)
+    if args.plot:
+        plot(results, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+#include "engine.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+static inline void cpu_pause() { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void cpu_pause() { asm volatile("yield"); }
+#else
+static inline void cpu_pause() {}
+#endif
+
+namespace puffercore {
+
+// Wait until `word` no longer holds `old`; return the new value.
+static uint32_t wait_for_change(const std::atomic<uint32_t>& word, uint32_t old, int spin_iterations) {
+  for (int i = 0; i < spin_iterations; i++) {
+    uint32_t value = word.load(std::memory_order_acquire);
+    if (value != old) return value;
+    cpu_pause();
+  }
+  uint32_t value;
+  while ((value = word.load(std::memory_order_acquire)) == old) word.wait(old, std::memory_order_acquire);
+  return value;
+}
+
+Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
+               int spin_iterations, std::vector<int> cpus)
+    : spec_(spec), envs_(envs), num_units_(num_units), spin_iterations_(spin_iterations) {
+  if (num_workers <= 0 || num_units <= 0 || num_envs % num_units != 0 || num_units % num_workers != 0)
+    throw std::invalid_argument("engine: num_units must divide num_envs and be a multiple of num_workers");
+  units_.reset(new Unit[num_units]);
+  ring_.reset(new std::atomic<int32_t>[num_units]);
+  int64_t envs_per_unit = num_envs / num_units;
+  for (int u = 0; u < num_units; u++) {
+    units_[u].begin = u * envs_per_unit;
+    units_[u].end = (u + 1) * envs_per_unit;
+    ring_[u].store(0, std::memory_order_relaxed);
+    all_units_.push_back(u);
+    finished_.push_back(0);
+  }
+  for (int w = 0; w < num_workers; w++) {
+    auto worker = std::make_unique<Worker>();
+    worker->index = w;
+    workers_.push_back(std::move(worker));
+  }
+  wake_.assign(num_workers, false);
+  returned_.assign(num_units, false);
+  dispatched_.reserve(num_units);
+  for (int w = 0; w < num_workers; w++) {
+    Worker* worker = workers_[w].get();
+    worker->thread = std::thread([this, worker] { worker_loop(worker); });
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpus[w % cpus.size()], &set);
+      pthread_setaffinity_np(worker->thread.native_handle(), sizeof(set), &set);
+    }
+  }
+}
+
+Engine::~Engine() { close(); }
+
+void Engine::close() {
+  if (closed_) return;
+  closed_ = true;
+  stopping_.store(true, std::memory_order_release);
+  for (auto& worker : workers_) {
+    worker->signal.fetch_add(1, std::memory_order_release);
+    worker->signal.notify_one();
+  }
+  for (auto& worker : workers_) worker->thread.join();
+}
+
+void Engine::worker_loop(Worker* worker) {
+  const int num_workers = static_cast<int>(workers_.size());
+  uint32_t seen = 0;
+  while (true) {
+    seen = wait_for_change(worker->signal, seen, spin_iterations_);
+    if (stopping_.load(std::memory_order_acquire)) return;
+    // Several sends may have landed since the last wake-up: run every pending unit.
+    for (int u = worker->index; u < num_units_; u += num_workers) run_if_pending(u);
+  }
+}
+
+bool Engine::run_if_pending(int32_t u) {
+  // Exchanging the command claims the unit, so a worker and the caller never both run it.
+  uint32_t command = units_[u].command.exchange(kNone, std::memory_order_acq_rel);
+  if (command == kStep) {
+    pc_step_range(spec_, envs_, units_[u].begin, units_[u].end);
+  } else if (command == kReset) {
+    pc_reset_range(spec_, envs_, units_[u].begin, units_[u].end, reset_seed_, reset_index_base_);
+  } else {
+    return false;
+  }
+  publish(u);
+  return true;
+}
+
+void Engine::publish(int32_t unit) {
+  uint32_t ticket = claimed_.fetch_add(1, std::memory_order_relaxed);
+  ring_[ticket % num_units_].store(unit + 1, std::memory_order_release);
+  published_.fetch_add(1, std::memory_order_release);
+  published_.notify_one();
+}
+
+void Engine::dispatch(const int32_t* units, int count, Command command) {
+  if (closed_) throw std::logic_error("engine is closed");
+  if (in_flight_ + count > num_units_) throw std::logic_error("engine: more units sent than exist");
+  int num_workers = static_cast<int>(workers_.size());
+  std::fill(wake_.begin(), wake_.end(), false);
+  for (int i = 0; i < count; i++) {
+    units_[units[i]].command.store(command, std::memory_order_release);
+    wake_[units[i] % num_workers] = true;
+    dispatched_.push_back(units[i]);
+  }
+  // Wake each worker once, after all its units are marked.
+  for (int w = 0; w < num_workers; w++) {
+    if (!wake_[w]) continue;
+    workers_[w]->signal.fetch_add(1, std::memory_order_release);
+    workers_[w]->signal.notify_one();
+  }
+  in_flight_ += count;
+}
+
+void Engine::send(const int32_t* units, int count) { dispatch(units, count, kStep); }
+
+void Engine::recv(int32_t* units_out, int count) {
+  if (count > in_flight_) throw std::logic_error("engine: recv of more units than in flight");
+  uint32_t target = consumed_ + static_cast<uint32_t>(count);
+  uint32_t published = published_.load(std::memory_order_acquire);
+  // Rather than wait idle, the caller runs still-pending units itself, oldest sends
+  // first, so no unit waits behind newer ones for a worker that has no core. On a
+  // machine with fewer cores than workers + 1 this keeps every core stepping envs.
+  for (size_t i = 0; i < dispatched_.size() && static_cast<int32_t>(published - target) < 0; i++) {
+    if (run_if_pending(dispatched_[i])) published = published_.load(std::memory_order_acquire);
+  }
+  while (static_cast<int32_t>(published - target) < 0) published = wait_for_change(published_, published, spin_iterations_);
+  for (int i = 0; i < count; i++) {
+    std::atomic<int32_t>& slot = ring_[(consumed_ + i) % num_units_];
+    int32_t value;
+    // A later ticket may be published before an earlier one's slot is written.
+    while ((value = slot.load(std::memory_order_acquire)) == 0) cpu_pause();
+    slot.store(0, std::memory_order_relaxed);
+    units_out[i] = value - 1;
+    returned_[value - 1] = true;
+  }
+  dispatched_.erase(std::remove_if(dispatched_.begin(), dispatched_.end(), [this](int32_t u) { return returned_[u]; }),
+                    dispatched_.end());
+  for (int i = 0; i < count; i++) returned_[units_out[i]] = false;
+  consumed_ = target;
+  in_flight_ -= count;
+}
+
+void Engine::reset_all(uint64_t seed, uint64_t index_base) {
+  if (in_flight_ != 0) throw std::logic_error("engine: reset while units are in flight; recv them first");
+  reset_seed_ = seed;
+  reset_index_base_ = index_base;
+  dispatch(all_units_.data(), num_units_, kReset);
+  recv(finished_.data(), num_units_);
+}
+
+void Engine::step_all() {
+  if (in_flight_ != 0) throw std::logic_error("engine: step while units are in flight; recv them first");
+  dispatch(all_units_.data(), num_units_, kStep);
+  recv(finished_.data(), num_units_);
+}
+
+}  // namespace puffercore

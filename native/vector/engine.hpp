@@ -1,0 +1,104 @@
+// The threads vector engine: worker threads step contiguous slices of a native env
+// array (env.h ABI) in place, handed work through std::atomic words.
+//
+// Work is cut into `units`: contiguous env ranges of equal size. Worker w owns units
+// w, w + W, w + 2W, ... (its thread-local pool), so an env is always stepped by the same
+// thread and its memory stays in that core's cache; and since every worker runs its
+// lowest pending unit first, the first W units to finish are usually 0..W-1, one block
+// of rows, which a staggered batch can return as a view. The caller dispatches
+// units with send() and collects them with recv() in the order they finish, which is
+// what staggered (EnvPool-style) batching needs; a synchronous step is send(all) +
+// recv(all).
+//
+// Hand-off, no mutex on the step path: the caller marks units pending and bumps the
+// owning worker's `signal` word; workers and the caller wait for a word to change by
+// spinning a bounded number of iterations with a CPU pause, then blocking in
+// std::atomic::wait (a futex), so idle or oversubscribed threads burn no CPU. A caller
+// waiting in recv() first runs still-pending units itself, oldest first (claiming a
+// unit is one atomic exchange, so nothing runs twice): on 2 cores with 2 workers that
+// keeps both cores stepping envs instead of one spinning.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "puffercore/env.h"
+
+namespace puffercore {
+
+class Engine {
+ public:
+  // `envs` is an array of `num_envs` env structs laid out per `spec`, already bound
+  // to their buffers; the engine never owns it. `num_units` must divide `num_envs`
+  // and be a multiple of `num_workers`. `cpus`, if not empty, pins worker i to
+  // cpus[i % cpus.size()].
+  Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
+         int spin_iterations, std::vector<int> cpus);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Seed every env from (seed, index_base + env index) and reset it; blocks.
+  void reset_all(uint64_t seed, uint64_t index_base);
+  // Step every env once; blocks.
+  void step_all();
+  // Start stepping `count` units (ids in [0, num_units), none already in flight).
+  void send(const int32_t* units, int count);
+  // Block until `count` dispatched units have finished; write their ids, in the order
+  // they finished, to `units_out`.
+  void recv(int32_t* units_out, int count);
+  // Join all workers; idempotent.
+  void close();
+
+  int num_units() const { return num_units_; }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+  int in_flight() const { return in_flight_; }
+
+ private:
+  enum Command : uint32_t { kNone = 0, kStep = 1, kReset = 2 };
+
+  struct alignas(64) Unit {
+    std::atomic<uint32_t> command{kNone};
+    int64_t begin = 0, end = 0;
+  };
+  struct alignas(64) Worker {
+    std::atomic<uint32_t> signal{0};
+    int index = 0;
+    std::thread thread;
+  };
+
+  void worker_loop(Worker* worker);
+  void dispatch(const int32_t* units, int count, Command command);
+  void publish(int32_t unit);
+  bool run_if_pending(int32_t unit);
+
+  const PcEnvSpec* spec_;
+  void* envs_;
+  int num_units_;
+  int spin_iterations_;
+  std::unique_ptr<Unit[]> units_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<int32_t> all_units_;
+  std::vector<int32_t> finished_;  // scratch for the blocking calls
+  std::vector<bool> wake_;           // scratch for dispatch
+  std::vector<int32_t> dispatched_;  // units in flight, oldest send first (caller only)
+  std::vector<bool> returned_;       // scratch for recv
+
+  // Finished units in completion order: a worker claims a ticket, writes unit+1 into
+  // ring slot ticket % num_units, then bumps `published_`. The caller consumes slots
+  // in ticket order and zeroes them.
+  std::unique_ptr<std::atomic<int32_t>[]> ring_;
+  alignas(64) std::atomic<uint32_t> claimed_{0};
+  alignas(64) std::atomic<uint32_t> published_{0};
+  alignas(64) uint32_t consumed_ = 0;
+  int in_flight_ = 0;
+
+  uint64_t reset_seed_ = 0, reset_index_base_ = 0;
+  std::atomic<bool> stopping_{false};
+  bool closed_ = false;
+};
+
+}  // namespace puffercore

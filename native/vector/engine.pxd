@@ -1,0 +1,20 @@
+# Cython declarations of the threads engine (engine.hpp).
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libcpp.vector cimport vector
+
+cdef extern from "puffercore/env.h":
+    ctypedef struct PcEnvSpec:
+        pass
+
+cdef extern from "engine.hpp" namespace "puffercore":
+    cdef cppclass Engine:
+        Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
+               int spin_iterations, vector[int] cpus) except +
+        void reset_all(uint64_t seed, uint64_t index_base) except + nogil
+        void step_all() except + nogil
+        void send(const int32_t* units, int count) except + nogil
+        void recv(int32_t* units_out, int count) except + nogil
+        void close() nogil
+        int num_units()
+        int num_workers()
+        int in_flight()

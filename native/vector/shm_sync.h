@@ -1,0 +1,58 @@
+/* Atomics and futex waits on 32-bit words in memory shared between PROCESSES (the
+ * processes vector backend keeps its per-worker command and state words in a
+ * multiprocessing SharedMemory segment).
+ *
+ * std::atomic::wait cannot serve here: libstdc++ waits with private futexes, which only
+ * wake threads of one process. These use the shared futex operations directly. */
+#ifndef PUFFERCORE_SHM_SYNC_H
+#define PUFFERCORE_SHM_SYNC_H
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PC_CPU_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define PC_CPU_PAUSE() __asm__ volatile("yield")
+#else
+#define PC_CPU_PAUSE() ((void)0)
+#endif
+
+static inline uint32_t pc_shm_load(uint32_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+static inline void pc_shm_store(uint32_t* word, uint32_t value) {
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+/* Returns the new value. */
+static inline uint32_t pc_shm_add(uint32_t* word, uint32_t value) {
+    return __atomic_add_fetch(word, value, __ATOMIC_ACQ_REL);
+}
+
+static inline void pc_shm_wake_all(uint32_t* word) {
+    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Wait until *word != old: spin `spin_iterations` pauses, then sleep in the kernel for
+ * at most timeout_ns. Returns the current value (equal to `old` on timeout), so callers
+ * can check for dead peers between waits instead of hanging forever. */
+static inline uint32_t pc_shm_wait_change(uint32_t* word, uint32_t old, int spin_iterations,
+                                          int64_t timeout_ns) {
+    uint32_t value;
+    for (int i = 0; i < spin_iterations; i++) {
+        value = pc_shm_load(word);
+        if (value != old) return value;
+        PC_CPU_PAUSE();
+    }
+    struct timespec timeout = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
+    syscall(SYS_futex, word, FUTEX_WAIT, old, &timeout, NULL, 0);
+    return pc_shm_load(word);
+}
+
+#endif

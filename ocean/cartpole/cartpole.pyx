@@ -1,0 +1,45 @@
+# cython: language_level=3
+"""CartPole binding; the dynamics are in cartpole.h."""
+
+import gymnasium
+import numpy as np
+
+from puffercore.env cimport PcEnvSpec, spec_capsule
+from puffercore.ocean.native import NativeEnv
+
+cdef extern from "cartpole.h":
+    const PcEnvSpec CARTPOLE_SPEC
+    const PcEnvSpec CARTPOLE_CONTINUOUS_SPEC
+
+
+class CartPole(NativeEnv):
+    """gymnasium's CartPole-v1 (same dynamics and episode rules), `num_envs` at once.
+
+    continuous=False: Discrete(2) actions (0 pushes left, 1 right), as gymnasium.
+    continuous=True: Box(-1, 1, (1,)) actions; force = 10 N * clip(action, -1, 1).
+    """
+
+    def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, continuous=False):
+        if not isinstance(continuous, (bool, np.bool_)):
+            raise TypeError(f"continuous must be a bool, got {continuous!r}")
+        high = np.array([4.8, np.inf, 24 * np.pi / 180, np.inf], dtype=np.float32)
+        self.single_observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
+        if continuous:
+            self.single_action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+            spec = spec_capsule(&CARTPOLE_CONTINUOUS_SPEC)
+        else:
+            self.single_action_space = gymnasium.spaces.Discrete(2)
+            spec = spec_capsule(&CARTPOLE_SPEC)
+        super().__init__(spec, num_envs, seed, buffers, render_mode)
+
+    def _render_ansi(self, address):
+        x, x_dot, theta, theta_dot = self.observations[0]
+        width = 41
+        cart = int(round((x + 2.4) / 4.8 * (width - 1)))
+        track = ["-"] * width
+        track[min(max(cart, 0), width - 1)] = "#"
+        pole = "|" if abs(theta) < 0.035 else ("/" if theta > 0 else "\\")
+        top = [" "] * width
+        top[min(max(cart, 0), width - 1)] = pole
+        return (f"{''.join(top)}\n{''.join(track)}\n"
+                f"x={x:+.3f} x_dot={x_dot:+.3f} theta={theta:+.3f} theta_dot={theta_dot:+.3f}\n")

@@ -1,0 +1,363 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The one generic binding of C envs: `NativeEnv`, a PufferEnv around an array of env
+structs that share puffercore's env ABI (native/include/puffercore/env.h).
+
+An env binding (ocean/<name>/<name>.pyx, or a user's own .pyx) subclasses NativeEnv:
+its `__init__` checks its keyword arguments, sets `single_observation_space` and
+`single_action_space`, and calls `NativeEnv.__init__` with `spec_capsule(&ITS_SPEC)`;
+its `_configure(address)` writes the config fields of one env struct. NativeEnv does
+the rest: allocates the env array, binds the buffers (its own, or slices of shared ones
+handed in as `buffers=`), seeds, validates actions, steps with the GIL released, drains
+episode logs into `info`, renders through the subclass's `_render_ansi(address)`, and
+frees everything in `close()`.
+
+For the vector engine (the threads backend steps envs without Python):
+  spec_address  a `const PcEnvSpec*`: this instance's copy of the spec, with the sizes
+                that depend on config filled in;
+  envs_address  the env array: `num_envs` structs of spec.env_size bytes, bound to
+                `buffers` and ready for pc_step_range / pc_reset_range /
+                pc_drain_logs on any slice [begin, end) from any thread.
+Both stay valid until `close()`; the engine must keep the NativeEnv alive meanwhile.
+"""
+
+import os
+
+import gymnasium
+import numpy as np
+
+cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.math cimport isfinite
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy, memset
+
+from puffercore.env cimport (
+    PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcEnv, PcEnvSpec,
+    pc_drain_logs, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
+from puffercore.env import PufferEnv, check_actions, check_seed
+
+cnp.import_array()
+
+_OBS_DTYPES = {PC_FLOAT32: np.dtype(np.float32), PC_UINT8: np.dtype(np.uint8)}
+
+
+cdef class _EnvArray:
+    """The C side of a NativeEnv: the spec copy, the env array and the step path."""
+
+    cdef PcEnvSpec spec
+    cdef char* envs
+    cdef int64_t count
+    cdef uint64_t index_base
+    cdef bint needs_reset
+    cdef object pending_seed
+    cdef object log_names
+    cdef cnp.ndarray obs_buffer, action_buffer, reward_buffer, terminal_buffer, truncation_buffer
+    # Discrete/MultiDiscrete bounds per action column, for the fast action check.
+    cdef int32_t[::1] action_low, action_high
+
+    def __init__(self, spec, num_envs, seed, buffers, render_mode, *, rows=None, env_size=None):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        seed = check_seed(seed)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.num_envs = int(num_envs)
+        self.render_mode = render_mode
+        self.pending_seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        self._bind_spec(spec, self.num_envs, rows, env_size)
+        self._init_buffers(buffers)
+        self._allocate()
+
+    def __dealloc__(self):
+        self._free_envs()
+
+    cdef void _free_envs(self) noexcept:
+        cdef int64_t i
+        if self.envs == NULL:
+            return
+        if self.spec.close != NULL:
+            for i in range(self.count):
+                self.spec.close(pc_env_at(&self.spec, self.envs, i))
+        free(self.envs)
+        self.envs = NULL
+
+    @property
+    def spec_address(self):
+        """Address of this instance's `PcEnvSpec` (see the module docstring)."""
+        self._check_open()
+        return <size_t>&self.spec
+
+    @property
+    def envs_address(self):
+        """Address of the contiguous env array (see the module docstring)."""
+        self._check_open()
+        return <size_t>self.envs
+
+    @property
+    def env_size(self):
+        return self.spec.env_size
+
+    @property
+    def env_index_base(self):
+        """Global index of sub-env 0: sub-env j is seeded from (seed, env_index_base + j)."""
+        return self.index_base
+
+    @env_index_base.setter
+    def env_index_base(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"env_index_base must be a non-negative int, got {value!r}")
+        self.index_base = value
+
+    def env_address(self, int64_t index):
+        """Address of the struct of sub-env `index`, for a binding's render."""
+        self._check_open()
+        if not 0 <= index < self.count:
+            raise IndexError(f"env index must be in [0, {self.count}), got {index}")
+        return <size_t>pc_env_at(&self.spec, self.envs, index)
+
+    cdef _check_open(self):
+        if self.envs == NULL:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+
+    cdef _bind_spec(self, spec, int64_t num_envs, rows, env_size):
+        """Copy the env's static spec and complete it from the config and the spaces."""
+        cdef const PcEnvSpec* static = <const PcEnvSpec*>PyCapsule_GetPointer(spec, b"puffercore.PcEnvSpec")
+        self.spec = static[0]
+        name = self.spec.name.decode() if self.spec.name != NULL else type(self).__name__
+        if self.spec.abi_version != PC_ABI_VERSION:
+            raise RuntimeError(f"{name}: built for env ABI {self.spec.abi_version}, puffercore has {PC_ABI_VERSION}")
+        if self.spec.reset == NULL or self.spec.step == NULL:
+            raise RuntimeError(f"{name}: spec needs reset and step functions")
+        if not 0 <= self.spec.num_log < PC_LOG_SLOTS:
+            raise RuntimeError(f"{name}: num_log must be in [0, {PC_LOG_SLOTS - 1}], got {self.spec.num_log}")
+        self.spec.rows = _fill(name, "rows", self.spec.rows, rows)
+        self.spec.env_size = _fill(name, "env_size", self.spec.env_size, env_size)
+        if self.spec.env_size < sizeof(PcEnv):
+            raise RuntimeError(f"{name}: env_size {self.spec.env_size} is smaller than the PcEnv header")
+
+        obs_space = self.single_observation_space
+        if not isinstance(obs_space, gymnasium.spaces.Box) or obs_space.dtype not in _OBS_DTYPES.values():
+            raise TypeError(f"{name}: single_observation_space must be a float32 or uint8 Box, got {obs_space}")
+        if obs_space.dtype != _OBS_DTYPES.get(self.spec.obs_dtype):
+            raise TypeError(f"{name}: observation dtype {obs_space.dtype} does not match the spec's obs_dtype")
+        self.spec.obs_size = _fill(name, "obs_size", self.spec.obs_size, int(np.prod(obs_space.shape)))
+
+        act_space = self.single_action_space
+        if isinstance(act_space, gymnasium.spaces.Discrete):
+            act_dtype, low, high = PC_INT32, [act_space.start], [act_space.start + act_space.n - 1]
+        elif isinstance(act_space, gymnasium.spaces.MultiDiscrete) and act_space.nvec.ndim == 1:
+            act_dtype, low, high = PC_INT32, act_space.start, act_space.start + act_space.nvec - 1
+        elif isinstance(act_space, gymnasium.spaces.Box) and act_space.dtype == np.float32:
+            act_dtype, low, high = PC_FLOAT32, [], []
+        else:
+            raise TypeError(f"{name}: single_action_space must be Discrete, 1-d MultiDiscrete or float32 Box, got {act_space}")
+        if act_dtype != self.spec.act_dtype:
+            raise TypeError(f"{name}: action space {act_space} does not match the spec's act_dtype")
+        act_size = int(np.prod(act_space.shape)) if act_space.shape else 1
+        if act_size != self.spec.act_size:
+            raise RuntimeError(f"{name}: action space {act_space} has {act_size} elements per row, spec says {self.spec.act_size}")
+        self.action_low = np.asarray(low, dtype=np.int32)
+        self.action_high = np.asarray(high, dtype=np.int32)
+
+        self.log_names = [self.spec.log_names[k].decode() for k in range(self.spec.num_log)]
+        self.count = num_envs
+        self.num_agents = num_envs * self.spec.rows
+
+    cdef _allocate(self):
+        """One env struct is configured by the binding, then copied to every slot."""
+        cdef size_t size = self.spec.env_size
+        cdef int64_t i
+        self._free_envs()  # __init__ called again
+        cdef char* prototype = <char*>calloc(1, size)
+        if prototype == NULL:
+            raise MemoryError("cannot allocate an env struct")
+        try:
+            self._configure(<size_t>prototype)
+            self.envs = <char*>calloc(self.count, size)
+            if self.envs == NULL:
+                raise MemoryError(f"cannot allocate {self.count} envs of {size} bytes")
+            for i in range(self.count):
+                memcpy(self.envs + i * size, prototype, size)
+        finally:
+            free(prototype)
+
+        self.obs_buffer = self.observations
+        self.action_buffer = self.actions
+        self.reward_buffer = self.rewards
+        self.terminal_buffer = self.terminals
+        self.truncation_buffer = self.truncations
+        cdef PcEnv* env
+        for i in range(self.count):
+            env = <PcEnv*>pc_env_at(&self.spec, self.envs, i)
+            pc_env_bind(&self.spec, env, i, cnp.PyArray_DATA(self.obs_buffer),
+                        cnp.PyArray_DATA(self.final_observations), cnp.PyArray_DATA(self.action_buffer),
+                        <float*>cnp.PyArray_DATA(self.reward_buffer),
+                        <unsigned char*>cnp.PyArray_DATA(self.terminal_buffer),
+                        <unsigned char*>cnp.PyArray_DATA(self.truncation_buffer),
+                        <unsigned char*>cnp.PyArray_DATA(self.masks))
+            if self.spec.init != NULL:
+                self.spec.init(env)
+        self.needs_reset = True
+
+    def reset(self, seed=None, options=None):
+        """Reset every sub-env. With a seed, sub-env j is reseeded from
+        (seed, env_index_base + j); without one the random streams continue (the first
+        reset uses the constructor's seed)."""
+        self._check_open()
+        seed = check_seed(seed)
+        if options:
+            raise ValueError(f"options: {type(self).__name__} takes no reset options, got {options!r}")
+        if seed is None:
+            seed, self.pending_seed = self.pending_seed, None
+        if seed is not None and seed >= 2**64:
+            raise ValueError(f"seed must be below 2**64, got {seed}")
+        self.masks.fill(True)
+        self.reward_buffer.fill(0)
+        self.terminal_buffer.fill(False)
+        self.truncation_buffer.fill(False)
+        cdef int64_t i
+        if seed is None:
+            for i in range(self.count):
+                self.spec.reset(pc_env_at(&self.spec, self.envs, i))
+        else:
+            pc_reset_range(&self.spec, self.envs, 0, self.count, <uint64_t>seed, self.index_base)
+        self.pending_seed = None
+        self.needs_reset = False
+        return self.obs_buffer, {}
+
+    def step(self, actions):
+        """Step every sub-env once (same-step autoreset); returns the env's own buffers
+        (observations, rewards, terminals, truncations) and the episode info."""
+        if self.envs == NULL or self.needs_reset:
+            self._check_open()
+            raise RuntimeError(f"{type(self).__name__}: call reset() before step()")
+        self.write_actions(actions)
+        with nogil:
+            pc_step_range(&self.spec, self.envs, 0, self.count)
+        return self.obs_buffer, self.reward_buffer, self.terminal_buffer, self.truncation_buffer, self.drain_info()
+
+    cpdef write_actions(self, actions, int64_t begin=0, int64_t end=-1):
+        """Copy the actions of rows [begin, end) (default: all) into the action buffer.
+        The common case -- an ndarray of the buffer's dtype and shape -- is checked here
+        in C, as per-step Python overhead dominates at small env counts; anything else,
+        or any value out of range, goes through check_actions, which converts it or
+        raises the error naming the problem. The threads engine writes its batches here."""
+        if end < 0:
+            end = self.num_agents
+        if not 0 <= begin <= end <= self.num_agents:
+            raise IndexError(f"rows [{begin}, {end}) outside [0, {self.num_agents})")
+        cdef cnp.ndarray target = self.action_buffer[begin:end]
+        if not (cnp.PyArray_Check(actions) and self._fast_actions_ok(<cnp.ndarray>actions, target)):
+            np.copyto(target, check_actions(actions, self.single_action_space, end - begin))
+        elif actions is not target:
+            memcpy(cnp.PyArray_DATA(target), cnp.PyArray_DATA(actions), cnp.PyArray_NBYTES(target))
+
+    cdef bint _fast_actions_ok(self, cnp.ndarray actions, cnp.ndarray target):
+        cdef int ndim = cnp.PyArray_NDIM(target), d
+        if (cnp.PyArray_NDIM(actions) != ndim or cnp.PyArray_TYPE(actions) != cnp.PyArray_TYPE(target)
+                or not cnp.PyArray_ISCARRAY_RO(actions)):
+            return False
+        for d in range(ndim):
+            if cnp.PyArray_DIM(actions, d) != cnp.PyArray_DIM(target, d):
+                return False
+        if self.spec.act_dtype == PC_FLOAT32:
+            return _all_finite(<float*>cnp.PyArray_DATA(actions), cnp.PyArray_SIZE(actions))
+        return _ints_in_range(<int32_t*>cnp.PyArray_DATA(actions), cnp.PyArray_DIM(target, 0),
+                              self.action_low.shape[0], &self.action_low[0], &self.action_high[0])
+
+    cpdef dict drain_info(self, int64_t begin=0, int64_t end=-1):
+        """Episode means over the sub-envs in [begin, end) (default: all) that ended an
+        episode this step. Only those can hold logs (an env logs when an episode ends,
+        which flags one of its rows), so scanning the flag bytes spares touching every
+        env struct."""
+        if end < 0:
+            end = self.count
+        if not 0 <= begin <= end <= self.count:
+            raise IndexError(f"envs [{begin}, {end}) outside [0, {self.count})")
+        cdef double sums[16]
+        memset(sums, 0, sizeof(sums))
+        cdef const uint8_t* terminals = <uint8_t*>cnp.PyArray_DATA(self.terminal_buffer)
+        cdef const uint8_t* truncations = <uint8_t*>cnp.PyArray_DATA(self.truncation_buffer)
+        cdef int64_t rows = self.spec.rows, i, row
+        for i in range(begin, end):
+            for row in range(i * rows, (i + 1) * rows):
+                if terminals[row] | truncations[row]:
+                    pc_drain_logs(&self.spec, self.envs, i, i + 1, sums)
+                    break
+        if sums[0] == 0:
+            return {}
+        info = {"episodes": sums[0]}
+        for k, name in enumerate(self.log_names):
+            info[name] = sums[k + 1] / sums[0]
+        return info
+
+    def close(self):
+        """Free the env array. Idempotent; the buffers stay readable."""
+        self._free_envs()
+
+
+cdef bint _ints_in_range(const int32_t* values, int64_t rows, int64_t width,
+                         const int32_t* low, const int32_t* high) noexcept nogil:
+    """Whether every column k of values[rows, width] lies in [low[k], high[k]]."""
+    cdef int64_t i, k
+    cdef int32_t smallest, largest
+    if width == 1:  # one column: a min/max reduction, which the compiler vectorizes
+        smallest = largest = values[0]
+        for i in range(1, rows):
+            smallest = values[i] if values[i] < smallest else smallest
+            largest = values[i] if values[i] > largest else largest
+        return smallest >= low[0] and largest <= high[0]
+    for i in range(rows):
+        for k in range(width):
+            if values[i * width + k] < low[k] or values[i * width + k] > high[k]:
+                return False
+    return True
+
+
+cdef bint _all_finite(const float* values, int64_t count) noexcept nogil:
+    cdef bint finite = True
+    for i in range(count):
+        finite &= isfinite(values[i]) != 0
+    return finite
+
+
+def check_int(name, value, low, high):
+    """A binding's integer keyword argument, checked to lie in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    return int(value)
+
+
+def _fill(name, field, int64_t from_spec, given):
+    """A spec size: the static one, or the binding's when the spec leaves it 0."""
+    if from_spec == 0:
+        if given is None or given <= 0:
+            raise RuntimeError(f"{name}: spec leaves {field} to the binding, which must pass a positive {field}=")
+        return given
+    if given is not None and given != from_spec:
+        raise RuntimeError(f"{name}: {field}={given} contradicts the spec's {from_spec}")
+    return from_spec
+
+
+class NativeEnv(_EnvArray, PufferEnv):
+    """Base class of env bindings (see the module docstring).
+
+    Subclass contract: set `single_observation_space` (float32 or uint8 Box) and
+    `single_action_space` (Discrete, MultiDiscrete or float32 Box), then call
+    `super().__init__(spec_capsule(&SPEC), num_envs, seed, buffers, render_mode)`;
+    pass `rows=` / `env_size=` when the spec leaves them 0. Implement
+    `_configure(address)` to write config fields into one env struct, and
+    `_render_ansi(address)` if "ansi" is in `metadata["render_modes"]`.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 50}
+
+    def _configure(self, address):
+        """Write this instance's config into the env struct at `address` (an int)."""
+
+    def render(self):
+        """render_mode "ansi": a text picture of sub-env 0."""
+        if self.render_mode is None:
+            return None
+        return self._render_ansi(self.env_address(0))

@@ -1,0 +1,65 @@
+# cython: language_level=3
+"""Snake binding; the rules are in snake.h."""
+
+import gymnasium
+import numpy as np
+
+from libc.stdint cimport int32_t, uint8_t
+from puffercore.env cimport PcEnvSpec, spec_capsule
+from puffercore.ocean.native import NativeEnv, check_int
+
+cdef extern from "snake.h":
+    ctypedef struct SnakeAgent:
+        int32_t length
+    ctypedef struct CSnake "Snake":
+        int32_t width, height, num_snakes, num_food, vision
+        SnakeAgent* agents
+        uint8_t* cells
+    size_t snake_env_size(int32_t width, int32_t height, int32_t num_snakes, int32_t vision)
+    int32_t snake_inside(const CSnake* env, int32_t i)
+    int32_t snake_head(const SnakeAgent* agent, int32_t cells)
+    const PcEnvSpec SNAKE_SPEC
+
+
+class Snake(NativeEnv):
+    """Multi-agent snake: `num_snakes` rows per env on one width x height grid.
+
+    Discrete(4) actions (up, down, left, right). Observation: the uint8 cells within
+    `vision` of the head, flattened (2*vision+1)^2: 0 empty, 1 food, 2 wall, 3 own body,
+    4 another snake. Reward +1 for food, -1 for dying; a dead snake respawns at once.
+    """
+
+    def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *,
+                 width=16, height=16, num_snakes=4, num_food=4, vision=5):
+        self.width = check_int("width", width, 2, 255)
+        self.height = check_int("height", height, 2, 255)
+        self.num_snakes = check_int("num_snakes", num_snakes, 1, 253)
+        self.num_food = check_int("num_food", num_food, 0, self.width * self.height)
+        self.vision = check_int("vision", vision, 1, 32)
+        if self.num_snakes + self.num_food > self.width * self.height:
+            raise ValueError(f"num_snakes + num_food must fit on the {self.width}x{self.height} grid, "
+                             f"got {self.num_snakes} + {self.num_food}")
+        side = 2 * self.vision + 1
+        self.single_observation_space = gymnasium.spaces.Box(0, 4, (side * side,), dtype=np.uint8)
+        self.single_action_space = gymnasium.spaces.Discrete(4)
+        super().__init__(spec_capsule(&SNAKE_SPEC), num_envs, seed, buffers, render_mode, rows=self.num_snakes,
+                         env_size=snake_env_size(self.width, self.height, self.num_snakes, self.vision))
+
+    def _configure(self, size_t address):
+        cdef CSnake* env = <CSnake*>address
+        env.width, env.height = self.width, self.height
+        env.num_snakes, env.num_food, env.vision = self.num_snakes, self.num_food, self.vision
+
+    def _render_ansi(self, size_t address):
+        """'#' walls, '*' food, snake k as its letter: upper case head, lower case body."""
+        cdef CSnake* env = <CSnake*>address
+        cdef int32_t inside = env.width * env.height
+        codes = [env.cells[snake_inside(env, i)] for i in range(inside)]
+        picture = [".*"[code] if code < 3 else chr(ord("a") + (code - 3) % 26) for code in codes]
+        heads = {snake_head(&env.agents[k], inside) for k in range(env.num_snakes) if env.agents[k].length > 0}
+        for i in range(inside):
+            if snake_inside(env, i) in heads:
+                picture[i] = picture[i].upper()
+        wall = "#" * (env.width + 2) + "\n"
+        rows = ("#" + "".join(picture[r * env.width:(r + 1) * env.width]) + "#\n" for r in range(env.height))
+        return wall + "".join(rows) + wall

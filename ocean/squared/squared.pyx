@@ -1,0 +1,40 @@
+# cython: language_level=3
+"""Squared binding; the rules are in squared.h."""
+
+import gymnasium
+import numpy as np
+
+from puffercore.env cimport PcEnvSpec, spec_capsule
+from puffercore.ocean.native import NativeEnv, check_int
+
+cdef extern from "squared.h":
+    ctypedef struct CSquared "Squared":
+        int size
+        int max_steps
+    const PcEnvSpec SQUARED_SPEC
+
+
+class Squared(NativeEnv):
+    """Walk from the centre of a size x size grid to a target on its border (reward 1).
+
+    Discrete(5) actions: stay, up, down, left, right. Observation: the grid as size*size
+    uint8 (0 empty, 1 agent, 2 target). max_steps defaults to 2 * size.
+    """
+
+    def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, size=7, max_steps=None):
+        self.size = check_int("size", size, 3, 255)
+        if self.size % 2 == 0:
+            raise ValueError(f"size must be odd (the agent starts at the centre), got {size}")
+        self.max_steps = check_int("max_steps", 2 * self.size if max_steps is None else max_steps, 1, 2**31 - 1)
+        self.single_observation_space = gymnasium.spaces.Box(0, 2, (self.size * self.size,), dtype=np.uint8)
+        self.single_action_space = gymnasium.spaces.Discrete(5)
+        super().__init__(spec_capsule(&SQUARED_SPEC), num_envs, seed, buffers, render_mode)
+
+    def _configure(self, size_t address):
+        cdef CSquared* env = <CSquared*>address
+        env.size = self.size
+        env.max_steps = self.max_steps
+
+    def _render_ansi(self, address):
+        grid = self.observations[0].reshape(self.size, self.size)
+        return "".join("".join(".AT"[cell] for cell in row) + "\n" for row in grid)

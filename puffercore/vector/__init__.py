@@ -1,0 +1,55 @@
+"""Vector envs: many sub-envs stepped as one PufferEnv over one set of buffers.
+
+    vec = puffercore.vector.make(env_creator, num_envs, backend="serial", seed=0)
+    obs, info = vec.reset()                          # synchronous (batch_size == num_envs)
+    obs, rew, term, trunc, info = vec.step(actions)
+    vec.async_reset(); obs, rew, term, trunc, info, env_ids, masks = vec.recv()
+    vec.send(actions)                                # actions for the rows recv returned
+
+`env_creator(**env_kwargs)` returns a PufferEnv (called again with `buffers=` so it
+writes straight into the vector's buffers), a gymnasium Env (wrapped in GymnasiumEnv)
+or a PettingZoo ParallelEnv (wrapped in PettingZooEnv). Every creator call is one
+"env" of the vector: `env_ids` and `batch_size` count them, and its rows are
+contiguous. (`num_envs` of the vector, as of any PufferEnv, counts independent
+sub-envs, which differs when a creator returns a multi-env PufferEnv.)
+
+Staggered batching: with `batch_size = N < num_envs = M` (N divides M, so every batch is
+a contiguous block of rows and results stay zero-copy views), `recv` returns the rows of
+the next N envs in round-robin order; `send` steps exactly the envs of the last `recv`.
+Results are views into the vector's buffers, valid until the next `send`/`step`.
+
+Backends register in `BACKENDS`; each takes the arguments of `make` (minus `backend`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from puffercore.env import PufferEnv
+from puffercore.vector.common import merge_infos
+from puffercore.vector.processes import Processes
+from puffercore.vector.serial import Serial
+from puffercore.vector.threads import Threads
+
+BACKENDS: dict[str, type[PufferEnv]] = {"serial": Serial, "threads": Threads, "processes": Processes}
+
+
+def make(
+    env_creator: Callable[..., Any],
+    num_envs: int,
+    backend: str = "serial",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+    **env_kwargs,
+) -> PufferEnv:
+    """A vector of `num_envs` envs from `env_creator(**env_kwargs)` on `backend`.
+    `seed` seeds the first `reset()`/`async_reset()` that is given no seed."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
+    return BACKENDS[backend](
+        env_creator, num_envs, num_workers=num_workers, batch_size=batch_size, seed=seed, **env_kwargs
+    )
+
+
+__all__ = ["BACKENDS", "Processes", "Serial", "Threads", "make", "merge_infos"]

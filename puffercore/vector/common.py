@@ -1,0 +1,154 @@
+"""Pieces every vector backend shares: building sub-envs from a user's creator,
+argument checks, and merging infos."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+
+from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
+from puffercore.env import Buffers, PufferEnv
+
+
+def merge_infos(infos: list[dict]) -> dict[str, float]:
+    """Episode-weighted means of sub-env infos (each a dict of means plus `episodes`)."""
+    sums: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for info in infos:
+        episodes = info.get("episodes", 0.0)
+        for key, value in info.items():
+            if key != "episodes":
+                sums[key] = sums.get(key, 0.0) + value * episodes
+                weights[key] = weights.get(key, 0.0) + episodes
+    merged = {key: total / weights[key] for key, total in sums.items() if weights[key]}
+    episodes = sum(info.get("episodes", 0.0) for info in infos)
+    if episodes:
+        merged["episodes"] = episodes
+    return merged
+
+
+def check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _wrapper_for(env: Any) -> Callable[..., PufferEnv]:
+    """How to turn what a creator returned into a PufferEnv writing into given buffers."""
+    if isinstance(env, gymnasium.Env):
+        return GymnasiumEnv
+    try:
+        from pettingzoo import ParallelEnv
+    except ImportError:  # PettingZoo is optional
+        ParallelEnv = ()
+    if isinstance(env, ParallelEnv):
+        return PettingZooEnv
+    raise TypeError(
+        "env_creator must return a puffercore PufferEnv, a gymnasium.Env or a PettingZoo ParallelEnv, "
+        f"got {type(env).__name__}"
+    )
+
+
+class EnvFactory:
+    """Builds the envs of a vector from a user's `env_creator(**env_kwargs)`: each call
+    returns a PufferEnv writing into the buffers it is given. A creator that returns a
+    PufferEnv must accept `buffers=`; a gymnasium Env or PettingZoo ParallelEnv is wrapped
+    in its adapter. Picklable when the creator is, so worker processes build their own.
+
+    `probe` is one env built on its own buffers, which tells the spaces and row counts;
+    the caller closes it."""
+
+    def __init__(self, env_creator: Callable[..., Any], env_kwargs: dict):
+        if not callable(env_creator):
+            raise TypeError(f"env_creator must be callable, got {env_creator!r}")
+        self.env_creator, self.env_kwargs = env_creator, env_kwargs
+        first = env_creator(**env_kwargs)
+        if isinstance(first, PufferEnv):
+            self.wrapper = None
+            first.close()
+            self.probe = self(None)  # fails here, not in a worker, if buffers= is refused
+        else:
+            self.wrapper = _wrapper_for(first)
+            self.probe = self.wrapper(first)
+
+    def __call__(self, buffers: Buffers | None = None) -> PufferEnv:
+        if self.wrapper is not None:
+            return self.wrapper(self.env_creator(**self.env_kwargs), buffers=buffers)
+        try:
+            return self.env_creator(buffers=buffers, **self.env_kwargs)
+        except TypeError as error:
+            if "buffers" in str(error):
+                raise TypeError("env_creator returns a PufferEnv, so it must accept buffers=") from error
+            raise
+
+    def __getstate__(self):
+        return {**self.__dict__, "probe": None}
+
+
+def stepper(env: PufferEnv) -> Callable[[], tuple]:
+    """Step `env` on the actions already in its buffer. The vector validated the whole
+    batch, so adapters skip their own check; other PufferEnvs get them through step()."""
+    if isinstance(env, Adapter):
+        return env.step_written
+    return functools.partial(env.step, env.actions)
+
+
+
+class VectorEnv(PufferEnv):
+    """What every backend shares: reset/step on top of its async_reset/send/recv, and
+    the call-order checks, so all backends fail alike. A backend sets `batch_size` and
+    `num_creator_envs` (envs made by the creator; `num_envs` counts their sub-envs)."""
+
+    batch_size: int
+    num_creator_envs: int
+    _closed = False
+    _has_reset = False
+
+    def _adopt_spaces(self, env: PufferEnv) -> None:
+        """Take the per-row spaces (and observation/action trees) of one of our envs."""
+        self.single_observation_space = env.single_observation_space
+        self.single_action_space = env.single_action_space
+        self.observation_tree = getattr(env, "observation_tree", None)
+        self.action_tree = getattr(env, "action_tree", None)
+        self.render_mode = env.render_mode
+        self.metadata = env.metadata
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        raise NotImplementedError
+
+    def send(self, actions) -> None:
+        raise NotImplementedError
+
+    def recv(self):
+        raise NotImplementedError
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self._check_synchronous("reset")
+        self.async_reset(seed, options)
+        observations, _, _, _, info, _, _ = self.recv()
+        return observations, info
+
+    def step(self, actions):
+        self._check_synchronous("step")
+        self._check_stepping("step")
+        self.send(actions)
+        return self.recv()[:5]
+
+    def _check_synchronous(self, method: str) -> None:
+        if self.batch_size != self.num_creator_envs:
+            raise RuntimeError(
+                f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "
+                "async_reset()/send()/recv()"
+            )
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"{method}() called on a closed vector env")
+
+    def _check_stepping(self, method: str) -> None:
+        self._check_open(method)
+        if not self._has_reset:
+            raise RuntimeError(f"{method}() called before reset(); call reset() or async_reset() first")

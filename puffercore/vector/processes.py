@@ -1,0 +1,391 @@
+"""The `processes` backend: Python envs (gymnasium, PettingZoo, ALE, MuJoCo) stepped in
+worker processes that write straight into one shared-memory segment.
+
+Each worker owns a contiguous block of sub-envs (one "unit" of the batch). The step
+path uses no pipes: per-worker command and state words live in the shared segment and
+are read and written with atomics (puffercore._engine.SharedWords) and futex waits
+that wake across processes. Pipes carry only setup, episode infos and errors.
+
+Words, per worker w at WORDS_PER_WORKER * w:
+  COMMAND_SEQ   bumped by the caller for each command (the worker waits on it)
+  COMMAND       STEP / RESET / CLOSE
+  DONE_SEQ      set to COMMAND_SEQ by the worker when the command is finished
+  STATUS        OK, or ERROR when the command raised (details follow on the pipe)
+  HAS_INFO      1 when the worker sent an info dict on the pipe for this command
+and one global word, COMPLETED, bumped by every worker that finishes a command: the
+caller sleeps on it while it waits for any worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import multiprocessing
+import os
+import time
+import traceback
+import weakref
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from puffercore._engine import SharedWords
+from puffercore.env import Buffers, check_actions, check_seed
+from puffercore.vector.common import EnvFactory, VectorEnv, check_count, merge_infos, stepper
+
+COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
+WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
+STEP, RESET, CLOSE = 1, 2, 3
+OK, ERROR = 0, 1
+
+SPIN_ITERATIONS = 2000
+# "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its
+# other threads included (torch, CUDA), the documented source of hangs and leaks.
+DEFAULT_START_METHOD = "spawn"
+# How long a waiter sleeps between checks that its peer process is still alive.
+LIVENESS_PERIOD = 0.05
+
+
+def _default_workers(num_envs: int, batch_size: int) -> int:
+    """At least one worker per core where possible, each with an equal share of envs
+    that fits whole into a batch."""
+    cores = os.cpu_count() or 1
+    valid = [w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
+    return next((w for w in valid if w >= min(cores, num_envs)), valid[-1])
+
+
+def _buffer_layout(num_agents: int, observation_space, action_space) -> tuple[dict, int]:
+    """Byte offsets of every Buffers field (64-byte aligned) and the words array."""
+    template = Buffers.allocate(1, observation_space, action_space)
+    layout, offset = {}, 0
+    for field in dataclasses.fields(Buffers):
+        array = getattr(template, field.name)
+        shape = (num_agents, *array.shape[1:])
+        layout[field.name] = (offset, shape, array.dtype.str)
+        offset += -(-int(np.prod(shape)) * array.dtype.itemsize // 64) * 64
+    return layout, offset
+
+
+def _attach_buffers(shm: shared_memory.SharedMemory, layout: dict) -> Buffers:
+    arrays = {
+        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+        for name, (offset, shape, dtype) in layout.items()
+    }
+    return Buffers(**arrays)
+
+
+def _attach_words(shm: shared_memory.SharedMemory, offset: int, count: int) -> np.ndarray:
+    return np.ndarray(count, dtype=np.uint32, buffer=shm.buf, offset=offset)
+
+
+def _worker_main(worker: int, config: dict, connection) -> None:
+    """Entry point of a worker process: build its envs on its rows of the shared
+    buffers, then serve commands until CLOSE or until the parent disappears."""
+    shm = shared_memory.SharedMemory(name=config["shm_name"])
+    # Attaching registers the name with the resource tracker that workers share with the
+    # caller (a set: no double count); the caller's unlink unregisters it once.
+    try:
+        _serve(worker, config, shm, connection)
+    finally:
+        shm.close()
+
+
+def _serve(worker: int, config: dict, shm, connection) -> None:
+    buffers = _attach_buffers(shm, config["layout"])
+    words = SharedWords(_attach_words(shm, config["words_offset"], config["num_words"]))
+    base = worker * WORDS_PER_WORKER
+    completed = config["num_words"] - 1
+    envs_per_worker, rows_per_env = config["envs_per_worker"], config["rows_per_env"]
+    first_env = worker * envs_per_worker
+    parent = os.getppid()
+
+    def finish(seq: int, status: int, has_info: int) -> None:
+        words.store(base + STATUS, status)
+        words.store(base + HAS_INFO, has_info)
+        words.store(base + DONE_SEQ, seq)
+        words.add(completed, 1)
+        words.wake(completed)
+
+    envs = []
+    try:
+        for j in range(envs_per_worker):
+            rows = (first_env + j) * rows_per_env
+            env = config["factory"](buffers.rows(rows, rows + rows_per_env))
+            env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
+            envs.append(env)
+        steppers = [stepper(env) for env in envs]
+        connection.send(("ready", None))
+    except BaseException:
+        connection.send(("error", (first_env, traceback.format_exc())))
+        return
+
+    seen = 0
+    while True:
+        seq = words.wait_change(base + COMMAND_SEQ, seen, SPIN_ITERATIONS, LIVENESS_PERIOD)
+        if seq == seen:
+            if os.getppid() != parent:  # the caller died without closing us
+                break
+            continue
+        seen = seq
+        command = words.load(base + COMMAND)
+        if command == CLOSE:
+            break
+        current = first_env
+        try:
+            infos = []
+            for j, env in enumerate(envs):
+                current = first_env + j
+                if command == RESET:
+                    seed = None
+                    if words.load(base + HAS_SEED):
+                        seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
+                    _, info = env.reset(seed=seed)
+                else:
+                    _, _, _, _, info = steppers[j]()
+                if info:
+                    infos.append(info)
+            if infos:
+                connection.send(("info", infos))
+            finish(seq, OK, 1 if infos else 0)
+        except BaseException:
+            connection.send(("error", (current, traceback.format_exc())))
+            finish(seq, ERROR, 0)
+    for env in envs:
+        env.close()
+
+
+class Processes(VectorEnv):
+    """Vector env over worker processes; see the module docstring for the protocol.
+
+    The creator and its kwargs travel to the workers: under the default "spawn" start
+    method they must be picklable (a module-level function, class or functools.partial;
+    not a lambda). "fork" takes anything but inherits the caller's threads' locks, the
+    documented source of hangs with torch or CUDA initialised; "forkserver" is between."""
+
+    def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
+                 start_method=None, **env_kwargs):
+        num_envs = check_count(num_envs, "num_envs")
+        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
+        if num_envs % batch_size:
+            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        if num_workers is None:
+            num_workers = _default_workers(num_envs, batch_size)
+        num_workers = check_count(num_workers, "num_workers")
+        if num_envs % num_workers:
+            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
+        envs_per_worker = num_envs // num_workers
+        if batch_size % envs_per_worker:
+            raise ValueError(
+                f"batch_size must be a multiple of the envs per worker (num_envs / num_workers = "
+                f"{envs_per_worker}), got {batch_size}"
+            )
+        start_method = DEFAULT_START_METHOD if start_method is None else start_method
+        if start_method not in multiprocessing.get_all_start_methods():
+            raise ValueError(
+                f"start_method must be one of {multiprocessing.get_all_start_methods()}, got {start_method!r}"
+            )
+        self._default_seed = check_seed(seed)
+
+        factory = EnvFactory(env_creator, env_kwargs)
+        probe = factory.probe
+        probe.close()
+        self._adopt_spaces(probe)
+        rows_per_env, sub_envs_per_env = probe.num_agents, probe.num_envs
+
+        self.num_envs = num_envs * sub_envs_per_env
+        self.num_agents = num_envs * rows_per_env
+        self.num_workers = num_workers
+        self.batch_size = batch_size
+        self.num_creator_envs = num_envs
+        self.envs_per_worker = envs_per_worker
+        self.rows_per_worker = envs_per_worker * rows_per_env
+        self.workers_per_batch = batch_size // envs_per_worker
+
+        layout, words_offset = _buffer_layout(self.num_agents, self.single_observation_space, self.single_action_space)
+        num_words = num_workers * WORDS_PER_WORKER + 1
+        self._shm = shared_memory.SharedMemory(create=True, size=words_offset + 4 * num_words)
+        self._init_buffers(_attach_buffers(self._shm, layout))
+        self.masks[:] = True  # as Buffers.allocate: rows are live unless an env says not
+        self._words_array = _attach_words(self._shm, words_offset, num_words)
+        self._words_array[:] = 0
+        self._words = SharedWords(self._words_array)
+        self._completed = num_words - 1
+
+        context = multiprocessing.get_context(start_method)
+        config = dict(
+            factory=factory, shm_name=self._shm.name, layout=layout, words_offset=words_offset,
+            num_words=num_words, envs_per_worker=envs_per_worker, rows_per_env=rows_per_env,
+            sub_envs_per_env=sub_envs_per_env,
+        )
+        self._connections, self._processes = [], []
+        # Everything close() needs, without a reference to self, so garbage collection
+        # of an unclosed env still shuts the workers down and unlinks the segment.
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._processes, self._connections, self._shm, self._words, num_workers
+        )
+        try:
+            for worker in range(num_workers):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(target=_worker_main, args=(worker, config, child_end), daemon=True)
+                process.start()
+                child_end.close()
+                self._connections.append(parent_end)
+                self._processes.append(process)
+            for worker in range(num_workers):
+                kind, detail = self._receive(worker, timeout=60.0)
+                if kind != "ready":
+                    raise RuntimeError(f"worker {worker} could not build its envs (env {detail[0]}):\n{detail[1]}")
+        except BaseException:
+            self.close()
+            raise
+
+        self._sent_seq = [0] * num_workers
+        self._in_flight: list[int] = []
+        self._pending_infos: list[dict] = []
+        self._ready: collections.deque[int] = collections.deque()  # reset, not yet returned
+        self._batch_workers: list[int] | None = None  # workers of the batch recv returned
+        self._staging = Buffers.allocate(
+            self.rows_per_worker * self.workers_per_batch, self.single_observation_space, self.single_action_space
+        )
+
+    # ---- protocol -------------------------------------------------------------------
+    def _receive(self, worker: int, timeout: float):
+        connection, process = self._connections[worker], self._processes[worker]
+        deadline = time.monotonic() + timeout
+        while not connection.poll(LIVENESS_PERIOD):
+            if not process.is_alive():
+                raise RuntimeError(f"worker {worker} (pid {process.pid}) died with exit code {process.exitcode}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
+        try:
+            return connection.recv()
+        except EOFError:
+            raise RuntimeError(f"worker {worker} (pid {process.pid}) closed its pipe; exit code {process.exitcode}")
+
+    def _command(self, workers, command: int, seed: int | None = None) -> None:
+        for worker in workers:
+            base = worker * WORDS_PER_WORKER
+            if command == RESET:
+                self._words.store(base + HAS_SEED, 0 if seed is None else 1)
+                if seed is not None:
+                    self._words.store(base + SEED_LOW, seed & 0xFFFFFFFF)
+                    self._words.store(base + SEED_HIGH, (seed >> 32) & 0xFFFFFFFF)
+            self._words.store(base + COMMAND, command)
+            self._sent_seq[worker] += 1
+            self._words.store(base + COMMAND_SEQ, self._sent_seq[worker])
+            self._words.wake(base + COMMAND_SEQ)
+        self._in_flight.extend(workers)
+
+    def _finished(self, worker: int) -> bool:
+        return self._words.load(worker * WORDS_PER_WORKER + DONE_SEQ) == (self._sent_seq[worker] & 0xFFFFFFFF)
+
+    def _collect(self, count: int) -> list[int]:
+        """Wait for `count` in-flight workers to finish; return them, first finished first."""
+        done: list[int] = []
+        while len(done) < count:
+            seen = self._words.load(self._completed)
+            for worker in list(self._in_flight):
+                if self._finished(worker):
+                    self._in_flight.remove(worker)
+                    done.append(worker)
+                    self._absorb(worker)
+                    if len(done) == count:
+                        break
+            if len(done) < count and self._words.wait_change(self._completed, seen, SPIN_ITERATIONS, LIVENESS_PERIOD) == seen:
+                for worker in self._in_flight:
+                    if not self._processes[worker].is_alive():
+                        self._in_flight.clear()
+                        raise RuntimeError(
+                            f"worker {worker} (pid {self._processes[worker].pid}) died with exit code "
+                            f"{self._processes[worker].exitcode} while stepping its envs"
+                        )
+        return done
+
+    def _absorb(self, worker: int) -> None:
+        base = worker * WORDS_PER_WORKER
+        if self._words.load(base + STATUS) == ERROR:
+            kind, (env_index, text) = self._receive(worker, timeout=10.0)
+            self._in_flight.clear()
+            raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}")
+        if self._words.load(base + HAS_INFO):
+            kind, infos = self._receive(worker, timeout=10.0)
+            self._pending_infos.extend(infos)
+
+    def _drain_infos(self) -> dict:
+        infos, self._pending_infos = self._pending_infos, []
+        return merge_infos(infos)
+
+    def _rows(self, workers: list[int]) -> np.ndarray:
+        return np.concatenate([np.arange(w * self.rows_per_worker, (w + 1) * self.rows_per_worker) for w in workers])
+
+    # ---- vector API (same contract as Serial) --------------------------------------
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Reset every env and wait for it: resets are rare, and a barrier here makes the
+        first batches come back in env order, as from the serial backend."""
+        self._check_open("async_reset")
+        seed = check_seed(seed)
+        if seed is None and not self._has_reset:
+            seed = self._default_seed
+        self._collect(len(self._in_flight))  # let anything still stepping finish
+        self._pending_infos.clear()
+        self._command(range(self.num_workers), RESET, seed)
+        self._collect(self.num_workers)
+        self._ready = collections.deque(range(self.num_workers))
+        self._batch_workers = None
+        self._has_reset = True
+
+    def send(self, actions) -> None:
+        self._check_stepping("send")
+        if self._batch_workers is None:
+            raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
+        rows = self._rows(self._batch_workers)
+        self.actions[rows] = check_actions(actions, self.single_action_space, len(rows))
+        self._command(self._batch_workers, STEP)
+        self._batch_workers = None
+
+    def recv(self):
+        """The first `batch_size` envs to finish, as views when their workers' rows are
+        one block (always for synchronous use), else gathered into a staging copy."""
+        self._check_open("recv")
+        if self._batch_workers is not None or (not self._in_flight and not self._ready):
+            raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
+        workers = [self._ready.popleft() for _ in range(min(self.workers_per_batch, len(self._ready)))]
+        workers = sorted(workers + self._collect(self.workers_per_batch - len(workers)))
+        self._batch_workers = workers
+        if workers[-1] - workers[0] == len(workers) - 1:
+            start = workers[0] * self.rows_per_worker
+            view = self.buffers.rows(start, start + len(workers) * self.rows_per_worker)
+        else:
+            view = self._staging
+            rows = self._rows(workers)
+            for name in ("observations", "final_observations", "rewards", "terminals", "truncations", "masks"):
+                np.take(getattr(self.buffers, name), rows, axis=0, out=getattr(view, name))
+        env_ids = np.concatenate(
+            [np.arange(w * self.envs_per_worker, (w + 1) * self.envs_per_worker) for w in workers]
+        )
+        return view.observations, view.rewards, view.terminals, view.truncations, self._drain_infos(), env_ids, view.masks
+
+    def close(self) -> None:
+        self._closed = True
+        self._finalizer()
+
+
+def _shutdown(processes, connections, shm, words, num_workers) -> None:
+    for worker in range(num_workers):
+        if processes[worker].is_alive():
+            base = worker * WORDS_PER_WORKER
+            words.store(base + COMMAND, CLOSE)
+            words.add(base + COMMAND_SEQ, 1)
+            words.wake(base + COMMAND_SEQ)
+    for process in processes:
+        process.join(timeout=2.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for connection in connections:
+        connection.close()
+    shm.unlink()
+    try:
+        shm.close()
+    except BufferError:
+        pass  # the caller still holds views of the buffers; the mapping goes with them

@@ -1,0 +1,105 @@
+"""The serial backend: the reference every other backend is compared with."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import numpy as np
+
+from puffercore.env import PufferEnv, check_actions, check_seed
+from puffercore.vector.common import EnvFactory, VectorEnv, check_count, merge_infos, stepper
+
+
+class Serial(VectorEnv):
+    """The reference backend: every env stepped in turn on the calling thread. Given
+    `buffers` (rows of a bigger vector), it is itself a sub-env that vectors can nest."""
+
+    def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0, buffers=None, **env_kwargs):
+        num_envs = check_count(num_envs, "num_envs")
+        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
+        if num_envs % batch_size:
+            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        if num_workers not in (None, 1):
+            raise ValueError(f"num_workers must be None or 1 for the serial backend, got {num_workers!r}")
+        self._default_seed = check_seed(seed)
+        self.batch_size = batch_size
+        self.num_creator_envs = num_envs
+        self.envs: list[PufferEnv] = []
+        try:
+            self._create_envs(env_creator, num_envs, buffers, env_kwargs)
+        except BaseException:
+            self.close()
+            raise
+        # Batch b is envs [b*N, (b+1)*N): rows [b*N*k, (b+1)*N*k) for k rows per env.
+        rows_per_batch = batch_size * self.envs[0].num_agents
+        self._batch_rows = [slice(b * rows_per_batch, (b + 1) * rows_per_batch) for b in range(num_envs // batch_size)]
+        self._batch_env_ids = [np.arange(b * batch_size, (b + 1) * batch_size) for b in range(num_envs // batch_size)]
+        self._ready: collections.deque[int] = collections.deque()  # batches recv may return
+        self._batch_infos: dict[int, list[dict]] = {}
+        self._awaiting_actions: int | None = None  # batch returned by the last recv
+        self._has_reset = False
+
+    def _create_envs(self, env_creator, num_envs, buffers, env_kwargs) -> None:
+        factory = EnvFactory(env_creator, env_kwargs)
+        probe = factory.probe
+        probe.close()
+        self._adopt_spaces(probe)
+        rows, sub_envs = probe.num_agents, probe.num_envs
+        self.num_agents, self.num_envs = num_envs * rows, num_envs * sub_envs
+        self._init_buffers(buffers)
+        self._sub_envs_per_env = sub_envs
+        for index in range(num_envs):
+            self.envs.append(factory(self.buffers.rows(index * rows, (index + 1) * rows)))
+        self._steppers = [stepper(env) for env in self.envs]
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self._check_open("async_reset")
+        seed = check_seed(seed)
+        if seed is None and not self._has_reset:
+            seed = self._default_seed
+        self._ready = collections.deque(range(len(self._batch_rows)))
+        self._batch_infos = {batch: [] for batch in self._ready}
+        for index, env in enumerate(self.envs):
+            env.env_index_base = self.env_index_base + index * self._sub_envs_per_env
+            self._batch_infos[index // self.batch_size].append(env.reset(seed=seed, options=options)[1])
+        self._awaiting_actions = None
+        self._has_reset = True
+
+    def send(self, actions: Any) -> None:
+        self._check_stepping("send")
+        if self._awaiting_actions is None:
+            raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
+        batch = self._awaiting_actions
+        rows = self._batch_rows[batch]
+        np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
+        self._awaiting_actions = None
+        first_env = batch * self.batch_size
+        for step in self._steppers[first_env : first_env + self.batch_size]:
+            self._batch_infos[batch].append(step()[4])
+        self._ready.append(batch)
+
+    def recv(self):
+        self._check_open("recv")
+        if not self._ready:
+            raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
+        batch = self._ready.popleft()
+        self._awaiting_actions = batch
+        rows = self._batch_rows[batch]
+        info = merge_infos(self._batch_infos[batch])
+        self._batch_infos[batch] = []
+        return (
+            self.observations[rows],
+            self.rewards[rows],
+            self.terminals[rows],
+            self.truncations[rows],
+            info,
+            self._batch_env_ids[batch],
+            self.masks[rows],
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for env in self.envs:
+                env.close()

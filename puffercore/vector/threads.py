@@ -1,0 +1,179 @@
+"""The `threads` backend: the C++ engine (native/vector/engine.hpp) steps a native env
+array on worker threads, straight into the env's NumPy buffers, with the GIL released.
+
+The creator is called ONCE as `env_creator(num_envs=M, **env_kwargs)` and must return
+a `puffercore.ocean.NativeEnv` (an ocean env or your own C env): its M sub-envs are cut
+into units of equal size; with W workers and batch_size N there are W * (M / N) units,
+so a batch is W units, one per worker, and every worker keeps stepping while the caller
+computes actions for the previous batch. Sub-env j is seeded from (seed, j) exactly as
+in the serial backend, so trajectories match it bit for bit.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+
+from puffercore._engine import ThreadEngine
+from puffercore.env import Buffers, check_actions, check_seed
+from puffercore.vector.common import VectorEnv, check_count, merge_infos
+
+# Pause iterations a waiting thread spins before it sleeps in a futex: long enough to
+# catch a hand-off that is microseconds away, short enough not to steal a core from a
+# busy thread when workers outnumber cores.
+SPIN_ITERATIONS = 2000
+
+
+class Threads(VectorEnv):
+    def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
+                 thread_affinity=False, **env_kwargs):
+        num_envs = check_count(num_envs, "num_envs")
+        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
+        if num_envs % batch_size:
+            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        if num_workers is None:
+            # One per core, or fewer so that a batch splits evenly among them.
+            cores = len(os.sched_getaffinity(0))
+            num_workers = max(w for w in range(1, min(cores, batch_size) + 1) if batch_size % w == 0)
+        num_workers = check_count(num_workers, "num_workers")
+        num_units = num_workers * (num_envs // batch_size)
+        if num_envs % num_units:
+            raise ValueError(
+                f"num_envs={num_envs} must split into num_workers * (num_envs / batch_size) = {num_units} "
+                f"equal units (num_workers={num_workers}, batch_size={batch_size})"
+            )
+        cpus = _affinity(thread_affinity)
+        self._default_seed = check_seed(seed)
+
+        native_only = (
+            "the threads backend steps native (C) envs: env_creator(num_envs=...) must return a "
+            "puffercore.ocean.NativeEnv"
+        )
+        try:
+            env = env_creator(num_envs=num_envs, **env_kwargs)
+        except TypeError as error:
+            if "num_envs" in str(error):
+                raise TypeError(f"{native_only}; use backend='processes' for Python envs") from error
+            raise
+        if not hasattr(env, "envs_address"):
+            if hasattr(env, "close"):
+                env.close()
+            raise TypeError(f"{native_only}, got {type(env).__name__}; use backend='processes' for Python envs")
+        if env.num_envs != num_envs:
+            env.close()
+            raise ValueError(f"env_creator(num_envs={num_envs}) returned an env with {env.num_envs} sub-envs")
+        self.env = env
+        self._adopt_spaces(env)
+        self.num_envs, self.num_agents = env.num_envs, env.num_agents
+        self._init_buffers(env.buffers)
+
+        self.batch_size = batch_size
+        self.num_creator_envs = num_envs
+        self.num_workers = num_workers
+        self.envs_per_unit = num_envs // num_units
+        self.rows_per_unit = self.num_agents // num_units
+        self.units_per_batch = num_workers
+        self._engine = ThreadEngine(
+            env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_ITERATIONS, cpus
+        )
+        self._units = np.empty(num_units, dtype=np.int32)
+        self._ready: collections.deque[int] = collections.deque()  # reset but not yet returned
+        self._batch_units: np.ndarray | None = None  # the units the last recv returned
+        self._staging = Buffers.allocate(
+            self.rows_per_unit * self.units_per_batch, self.single_observation_space, self.single_action_space
+        )
+
+    # ---- vector API (same contract as Serial) --------------------------------------
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self._check_open("async_reset")
+        seed = check_seed(seed)
+        if seed is None and not self._has_reset:
+            seed = self._default_seed
+        self._wait_in_flight()
+        self.env.reset(seed=seed, options=options)
+        self._ready = collections.deque(range(len(self._units)))
+        self._batch_units = None
+        self._has_reset = True
+
+    def send(self, actions) -> None:
+        self._check_stepping("send")
+        if self._batch_units is None:
+            raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
+        units = self._batch_units
+        if self._batch_is_block:
+            first = units[0] * self.rows_per_unit
+            self.env.write_actions(actions, first, first + len(units) * self.rows_per_unit)
+        else:
+            rows = self._unit_rows(units)
+            self.actions[rows] = check_actions(actions, self.single_action_space, len(rows))
+        self._engine.send(units)
+        self._batch_units = None
+
+    def recv(self):
+        self._check_open("recv")
+        if self._batch_units is not None or (not self._ready and not self._engine.in_flight):
+            raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
+        count = self.units_per_batch
+        units = self._units[:count]
+        from_reset = min(count, len(self._ready))
+        for i in range(from_reset):
+            units[i] = self._ready.popleft()
+        if from_reset < count:
+            self._engine.recv(units[from_reset:])
+        units = np.sort(units)
+        self._batch_units = units
+        self._batch_is_block = bool(units[-1] - units[0] == count - 1)
+        info = merge_infos([self.env.drain_info(u * self.envs_per_unit, (u + 1) * self.envs_per_unit) for u in units])
+        if self._batch_is_block:
+            first = units[0] * self.rows_per_unit
+            view = self.buffers.rows(first, first + count * self.rows_per_unit)
+        else:
+            view = self._staging
+            rows = self._unit_rows(units)
+            for name in ("observations", "final_observations", "rewards", "terminals", "truncations", "masks"):
+                np.take(getattr(self.buffers, name), rows, axis=0, out=getattr(view, name))
+        env_ids = (units[:, None] * self.envs_per_unit + np.arange(self.envs_per_unit)).ravel()
+        return view.observations, view.rewards, view.terminals, view.truncations, info, env_ids, view.masks
+
+    def step(self, actions):
+        """The synchronous fast path: every unit at once, no batch bookkeeping."""
+        self._check_synchronous("step")
+        self._check_stepping("step")
+        self.env.write_actions(actions, 0, self.num_agents)
+        self._ready.clear()
+        self._batch_units = None
+        self._engine.step_all()
+        return self.observations, self.rewards, self.terminals, self.truncations, self.env.drain_info()
+
+    def render(self):
+        return self.env.render()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._engine.close()
+            self.env.close()
+
+    # ---- helpers ----------------------------------------------------------------------
+    def _unit_rows(self, units: np.ndarray) -> np.ndarray:
+        return (units[:, None] * self.rows_per_unit + np.arange(self.rows_per_unit)).ravel()
+
+    def _wait_in_flight(self) -> None:
+        in_flight = self._engine.in_flight
+        if in_flight:
+            self._engine.recv(np.empty(in_flight, dtype=np.int32))
+
+
+def _affinity(thread_affinity) -> list[int]:
+    """Worker CPUs: [] (no pinning), every core in turn (True), or the given list."""
+    if thread_affinity is False or thread_affinity is None:
+        return []
+    available = sorted(os.sched_getaffinity(0))
+    if thread_affinity is True:
+        return available
+    cpus = list(thread_affinity)
+    if not cpus or any(cpu not in available for cpu in cpus):
+        raise ValueError(f"thread_affinity must be a bool or a list of CPUs from {available}, got {thread_affinity!r}")
+    return cpus

@@ -1,0 +1,101 @@
+"""Faults and lifecycle of the parallel backends: a failing env surfaces in the caller
+with its index and traceback, a killed worker is detected, nothing hangs, and close()
+(or garbage collection) leaves no process, thread or shared-memory segment behind."""
+
+import functools
+import gc
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import puffercore.vector
+from puffercore.testing import CountingEnv
+
+
+def shm_segments() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def processes_vec(creator=CountingEnv, num_envs=4, num_workers=2, **kwargs):
+    return puffercore.vector.make(creator, num_envs, backend="processes", num_workers=num_workers, **kwargs)
+
+
+def test_env_error_in_worker_process_names_env_and_traceback():
+    vec = processes_vec(functools.partial(CountingEnv, fail_at_step=3))
+    try:
+        vec.reset(seed=0)
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"env \d raised in worker \d(.|\n)*failed on purpose at step 3"):
+            for _ in range(5):
+                vec.step(np.zeros(4, dtype=np.int64))
+        assert time.monotonic() - start < 1.0
+    finally:
+        vec.close()
+
+
+def test_error_while_building_envs_in_worker():
+    before = shm_segments()
+
+    def broken(**kwargs):  # only fails inside workers, after the probe in the caller
+        if os.getpid() != caller:
+            raise OSError("cannot open device")
+        return CountingEnv(**kwargs)
+
+    caller = os.getpid()
+    with pytest.raises(RuntimeError, match="could not build its envs(.|\n)*cannot open device"):
+        processes_vec(broken, start_method="fork")
+    assert shm_segments() == before
+
+
+def test_killed_worker_is_detected_without_hanging():
+    vec = processes_vec()
+    try:
+        vec.reset(seed=0)
+        os.kill(vec._processes[1].pid, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"worker 1 \(pid \d+\) died with exit code -9"):
+            for _ in range(3):
+                vec.step(np.zeros(4, dtype=np.int64))
+        assert time.monotonic() - start < 1.0
+    finally:
+        vec.close()
+
+
+def test_close_twice_joins_workers_and_unlinks_shared_memory():
+    before = shm_segments()
+    vec = processes_vec()
+    processes = list(vec._processes)
+    vec.reset(seed=0)
+    vec.step(np.zeros(4, dtype=np.int64))
+    vec.close()
+    vec.close()
+    assert all(not process.is_alive() for process in processes)
+    assert shm_segments() == before
+    with pytest.raises(RuntimeError, match="closed"):
+        vec.step(np.zeros(4, dtype=np.int64))
+
+
+def test_garbage_collected_vector_env_cleans_up():
+    before = shm_segments()
+    vec = processes_vec()
+    processes = list(vec._processes)
+    vec.reset(seed=0)
+    del vec
+    gc.collect()
+    for process in processes:
+        process.join(timeout=5)
+    assert all(not process.is_alive() for process in processes)
+    assert shm_segments() == before
+
+
+def test_bad_process_arguments():
+    with pytest.raises(ValueError, match="num_workers must divide num_envs"):
+        processes_vec(num_envs=4, num_workers=3)
+    with pytest.raises(ValueError, match="batch_size must be a multiple"):
+        processes_vec(num_envs=4, num_workers=2, batch_size=1)
+    with pytest.raises(ValueError, match="start_method must be one of"):
+        processes_vec(start_method="teleport")
