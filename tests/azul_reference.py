@@ -145,12 +145,12 @@ def end_round(state, rng):
         for c in range(COLORS):
             state["lid"][c] += state["floor"][seat][c]
         state["floor"][seat] = [0] * COLORS
+    if state["marker_holder"] != -1:
+        state["round_starter"], state["marker_holder"] = state["marker_holder"], -1
     if any(all(row) for wall in state["wall"] for row in wall):
         finish_game(state)
         return
-    if state["marker_holder"] != -1:
-        state["round_starter"] = state["marker_holder"]
-    state["player"], state["marker_holder"] = state["round_starter"], -1
+    state["player"] = state["round_starter"]
     state["round"] += 1
     fill_factories(state, rng)
     if all(sum(f) == 0 for f in state["factories"]):

@@ -490,6 +490,24 @@ def test_searches_play_legal_moves(num_players):
         state.apply(action)
 
 
+def test_searches_play_whole_games_across_rounds():
+    states = [GAME.new_state(seed=20 + k, num_players=2 + k) for k in range(3)]
+    mcts = BatchedMCTS(GAME, 3, num_simulations=8, seed=1)
+    while any(not state.is_terminal() for state in states):
+        live = [None if state.is_terminal() else state for state in states]
+        mcts.search(live, uniform_evaluator)
+        for i, state in enumerate(live):
+            if state is not None:
+                action = mcts.choose_action(i, temperature=1.0)
+                state.apply(action)
+                mcts.advance(i, action)
+    assert all(state.fields()["game_over"] and state.fields()["round"] >= 4 for state in states)
+    state, baseline = GAME.new_state(seed=30), MCTSBaseline(simulations=16, seed=2)
+    while not state.is_terminal():
+        state.apply(baseline.act(state))
+    assert state.fields()["game_over"]
+
+
 def test_greedy_prefers_points_and_avoids_the_floor():
     fields = blank()
     fields["factories"][0, RED] = 3

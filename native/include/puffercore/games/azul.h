@@ -330,15 +330,16 @@ static inline void azul_end_round(Azul* azul) {
         azul_tile_wall(azul, p);
         row_completed |= azul_full_rows(azul->boards[p].wall) > 0;
     }
+    /* The marker goes back to the centre (its penalty is paid). Nobody took from the
+     * centre when every factory held a single colour: then the marker never left the
+     * centre and the same player starts again. */
+    if (azul->marker_holder != AZUL_MARKER_IN_CENTRE) azul->round_starter = azul->marker_holder;
+    azul->marker_holder = AZUL_MARKER_IN_CENTRE;
     if (row_completed) {
         azul_end_game(azul);
         return;
     }
-    /* Nobody took from the centre when every factory held a single colour: then the
-     * marker never left the centre and its owner starts again. */
-    if (azul->marker_holder != AZUL_MARKER_IN_CENTRE) azul->round_starter = azul->marker_holder;
     azul->player = azul->round_starter;
-    azul->marker_holder = AZUL_MARKER_IN_CENTRE;
     azul->round++;
     if (azul_start_round(azul) == 0) azul_end_game(azul); /* no tile left to play: see the top */
 }
