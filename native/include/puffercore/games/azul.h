@@ -61,9 +61,10 @@
 #define AZUL_FULL_ROW 0x1F
 #define AZUL_NO_COLOR (-1)
 #define AZUL_MARKER_IN_CENTRE (-1)
-/* Random 2-player games take 70 moves on average (150 at most in 10^5), 4-player ones 108;
- * the cap stops endless play: everyone dumping tiles on the floor, or (2 random 4-player
- * games in 10^5) every tile a wall row needs stuck on pattern lines nobody can finish. */
+/* Random 2-player games take 70 moves on average (166 at most in 10^5), 4-player ones 108
+ * (371). The cap stops endless play: everyone dumping tiles on the floor, or (about 1 in
+ * 10^5 random 4-player games) all 20 tiles of the one colour every wall row still needs
+ * stuck on pattern lines that can never be finished. */
 #define AZUL_MAX_MOVES 1000
 
 /* Observation (floats, by the observer's perspective): the shared part, then one block
@@ -142,11 +143,14 @@ static inline int azul_floor_penalty(int slots) {
     return penalty;
 }
 
-/* Can `color` go on pattern line `row` of `board`? (its colour, room left, not on the wall) */
-static inline int azul_line_accepts(const AzulBoard* board, int row, int color) {
-    if (board->wall[row] & (1u << azul_wall_column(row, color))) return 0;
-    if (board->line_count[row] == 0) return 1;
-    return board->line_color[row] == color && board->line_count[row] < row + 1;
+/* Colours pattern line `row` of `board` accepts, as bits: none when full, its own colour
+ * while filling, and when empty every colour not yet in that wall row (colour c lies in
+ * column (c + row) mod 5, so the row's colours are its column bits rotated by `row`). */
+static inline unsigned azul_line_colors(const AzulBoard* board, int row) {
+    if (board->line_count[row] == row + 1) return 0;
+    if (board->line_count[row] > 0) return 1u << board->line_color[row];
+    unsigned wall = board->wall[row];
+    return ~((wall >> row) | (wall << (AZUL_ROWS - row))) & AZUL_FULL_ROW;
 }
 
 /* Points for a tile just placed at (row, col) of `wall` (which already contains it). */
@@ -378,15 +382,17 @@ static inline int azul_is_over(const Azul* azul) { return azul->game_over || azu
 static inline void azul_legal_mask(const Azul* azul, uint8_t* out) {
     memset(out, 0, AZUL_NUM_ACTIONS);
     if (azul_is_over(azul)) return;
-    const AzulBoard* board = &azul->boards[azul->player];
+    unsigned accepts[AZUL_ROWS];
+    for (int row = 0; row < AZUL_ROWS; row++) accepts[row] = azul_line_colors(&azul->boards[azul->player], row);
+    /* branch-free over every offered (source, colour): this is the hot loop of playouts */
     for (int source = 0; source < AZUL_SOURCES; source++) {
         if (source < AZUL_CENTRE && source >= azul->num_factories) continue;
         const int8_t* offer = azul_source(azul, source);
         for (int color = 0; color < AZUL_COLORS; color++) {
-            if (!offer[color]) continue;
-            for (int row = 0; row < AZUL_ROWS; row++)
-                out[azul_action(source, color, row)] = (uint8_t)azul_line_accepts(board, row, color);
-            out[azul_action(source, color, AZUL_FLOOR)] = 1;
+            uint8_t* moves = out + azul_action(source, color, 0);
+            unsigned offered = offer[color] > 0;
+            for (int row = 0; row < AZUL_ROWS; row++) moves[row] = (uint8_t)(offered & accepts[row] >> color);
+            moves[AZUL_FLOOR] = (uint8_t)offered;
         }
     }
 }
