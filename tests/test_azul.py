@@ -246,6 +246,18 @@ def test_returns_are_score_minus_mean_over_100_and_zero_sum():
         assert all(scores[seat] == scores.max() for seat in best)
 
 
+@pytest.mark.parametrize("scores, expected", [
+    ([10, 20], [-0.05, 0.05]),
+    ([10, 10, 10], [0.0, 0.0, 0.0]),
+    ([0, 30, 60, 90], [-0.45, -0.15, 0.15, 0.45]),
+])
+def test_returns_of_hand_set_scores(scores, expected):
+    fields = blank(len(scores))
+    fields["score"][:] = scores
+    fields["game_over"] = True
+    np.testing.assert_allclose(finish(fields).returns(), expected, atol=1e-6)
+
+
 def test_the_move_cap_ends_the_game():
     fields = blank()
     fields["moves"] = GAME.max_moves - 1
