@@ -477,7 +477,8 @@ def test_render_shows_the_table_and_every_board():
     state = GAME.new_state(seed=0, num_players=3)
     text = str(state)
     assert text.startswith("round 1, move 0, player 0 to move\nfactories: 0:")
-    assert text.count("player ") == 4 and text.count("score 0") == 3 and "centre (9): 1 -" in text
+    assert text.count("\nplayer ") == 3 and text.count("score 0") == 3 and "centre (9): 1 -" in text
+    assert text.endswith("lower case a free space\n")
     assert text.count("byrkw") == 3     # empty walls in lower case
 
 

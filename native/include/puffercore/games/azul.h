@@ -497,7 +497,7 @@ static inline void azul_text_tiles(AzulText* text, const int8_t* counts) {
 
 /* Factories, centre (1 = the marker), then per player: pattern lines filled right to left
  * next to the wall (upper case = tile, lower case = the colour that space takes), floor
- * with its penalty so far, score. */
+ * with its penalty so far, score; then a legend. */
 static inline int32_t azul_render(const Azul* azul, char* out, int32_t capacity) {
     AzulText text = {out, capacity, 0};
     if (capacity > 0) out[0] = '\0';
@@ -533,6 +533,8 @@ static inline int32_t azul_render(const Azul* azul, char* out, int32_t capacity)
         azul_text_tiles(&text, board->floor);
         AZUL_APPEND(&text, " (-%d)\n", azul_floor_penalty(azul_floor_slots(azul, p)));
     }
+    AZUL_APPEND(&text, "B blue, Y yellow, R red, K black, W white; 1 the first-player marker; "
+                       "wall: upper case a tile, lower case a free space\n");
     return text.length;
 }
 
