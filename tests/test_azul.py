@@ -63,7 +63,7 @@ def test_isolated_tile_scores_one():
     assert after["line_count"][0].tolist() == [0] * 5 and after["line_color"][0].tolist() == [-1] * 5
 
 
-def test_row_run_scores_its_length():
+def test_row_run_counts_only_adjacent_tiles():
     fields = blank()
     fields["wall"][0, 2, [0, 1, 3]] = True    # row 2: tiles in columns 0, 1, 3; red goes in column 4
     fields["line_color"][0, 2], fields["line_count"][0, 2] = RED, 2  # one red tile short
@@ -108,7 +108,7 @@ def test_lines_are_tiled_top_first_and_score_the_tiles_above():
     assert after["lid"][WHITE] == 1     # the rest of line 1 goes to the lid
 
 
-def test_unfinished_lines_stay_and_the_rest_goes_to_the_lid():
+def test_unfinished_lines_stay_for_the_next_round():
     fields = blank()
     fields["line_color"][0, 3], fields["line_count"][0, 3] = BLACK, 2
     after = last_move_of_round(fields, BLACK, 4, count=4, rest="lid")
