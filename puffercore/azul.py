@@ -24,6 +24,8 @@ without exactly 20 tiles, a pattern line holding a colour its wall row has, ...)
 
 from __future__ import annotations
 
+import numpy as np
+
 from puffercore import _azul
 from puffercore._search import Game, GameState
 
@@ -33,6 +35,12 @@ ROWS = 5
 CENTRE = 9
 FLOOR = 5
 NUM_ACTIONS = _azul.NUM_ACTIONS
+
+
+def _check_index(value, name: str, high: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value <= high:
+        raise ValueError(f"{name} must be an int in [0, {high}], got {value!r}")
+    return int(value)
 
 
 class AzulState(GameState):
@@ -80,15 +88,13 @@ class Azul(Game):
         """The action index of taking `color` from `source` to `destination`."""
         for value, name, high in ((source, "source", CENTRE), (color, "color", COLORS - 1),
                                   (destination, "destination", FLOOR)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
-                raise ValueError(f"{name} must be an int in [0, {high}], got {value!r}")
-        return (source * COLORS + color) * (FLOOR + 1) + destination
+            _check_index(value, name, high)
+        return int((source * COLORS + color) * (FLOOR + 1) + destination)
 
     @staticmethod
     def describe(action: int) -> tuple[int, int, int]:
         """(source, colour, destination) of an action index."""
-        if isinstance(action, bool) or not isinstance(action, int) or not 0 <= action < NUM_ACTIONS:
-            raise ValueError(f"action must be an int in [0, {NUM_ACTIONS - 1}], got {action!r}")
+        action = _check_index(action, "action", NUM_ACTIONS - 1)
         return action // (COLORS * (FLOOR + 1)), action // (FLOOR + 1) % COLORS, action % (FLOOR + 1)
 
 
