@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import multiprocessing
 import os
+import pickle
 import time
 import traceback
 import weakref
@@ -220,14 +221,19 @@ class Processes(VectorEnv):
         self._connections, self._processes = [], []
         # Everything close() needs, without a reference to self, so garbage collection
         # of an unclosed env still shuts the workers down and unlinks the segment.
-        self._finalizer = weakref.finalize(
-            self, _shutdown, self._processes, self._connections, self._shm, self._words, num_workers
-        )
+        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._connections, self._shm, self._words)
         try:
             for worker in range(num_workers):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(target=_worker_main, args=(worker, config, child_end), daemon=True)
-                process.start()
+                try:
+                    process.start()
+                except (pickle.PicklingError, AttributeError, TypeError) as error:
+                    raise TypeError(
+                        f"env_creator and its kwargs must be picklable for start_method={start_method!r} "
+                        "(a module-level function or class, or functools.partial of one; not a lambda or a "
+                        f"local function), or use start_method='fork': {error}"
+                    ) from error
                 child_end.close()
                 self._connections.append(parent_end)
                 self._processes.append(process)
@@ -253,7 +259,8 @@ class Processes(VectorEnv):
         connection, process = self._connections[worker], self._processes[worker]
         deadline = time.monotonic() + timeout
         while not connection.poll(LIVENESS_PERIOD):
-            if not process.is_alive():
+            # A worker may send its last words and exit between the poll and this check.
+            if not process.is_alive() and not connection.poll():
                 raise RuntimeError(f"worker {worker} (pid {process.pid}) died with exit code {process.exitcode}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
@@ -370,9 +377,9 @@ class Processes(VectorEnv):
         self._finalizer()
 
 
-def _shutdown(processes, connections, shm, words, num_workers) -> None:
-    for worker in range(num_workers):
-        if processes[worker].is_alive():
+def _shutdown(processes, connections, shm, words) -> None:
+    for worker, process in enumerate(processes):
+        if process.is_alive():
             base = worker * WORDS_PER_WORKER
             words.store(base + COMMAND, CLOSE)
             words.add(base + COMMAND_SEQ, 1)

@@ -1,0 +1,95 @@
+"""pytest-benchmark suite for the vector backends, each group with its peer beside it:
+`pytest bench/test_bench_vector.py --benchmark-only`. The side-by-side script with
+ratios and targets is bench/compare_throughput.py."""
+
+import functools
+
+import gymnasium
+import numpy as np
+import pytest
+
+import puffercore.vector
+from puffercore.ocean import CartPole
+from puffercore.testing import CountingEnv
+
+pytest.importorskip("pytest_benchmark")
+
+STEPS = 32
+
+
+def cartpole_v1():
+    return gymnasium.make("CartPole-v1")
+
+
+def action_batches(rows, dtype=np.int32):
+    return np.random.default_rng(0).integers(0, 2, (STEPS, rows)).astype(dtype)
+
+
+def run_steps(step, actions):
+    for action in actions:
+        step(action)
+
+
+def run_staggered(vec, actions):
+    for action in actions:
+        vec.recv()
+        vec.send(action)
+
+
+@pytest.fixture
+def closing():
+    envs = []
+    yield envs.append
+    for env in envs:
+        env.close()
+
+
+@pytest.mark.parametrize("backend", ["native-1-thread", "threads"])
+def test_cartpole_4096(benchmark, closing, backend):
+    benchmark.group = "CartPole 4096 envs"
+    if backend == "threads":
+        env = puffercore.vector.make(CartPole, 4096, backend="threads", num_workers=2)
+    else:
+        env = CartPole(num_envs=4096)
+    closing(env)
+    env.reset(seed=0)
+    benchmark(run_steps, env.step, action_batches(4096))
+
+
+def test_cartpole_4096_envpool(benchmark, closing):
+    envpool = pytest.importorskip("envpool")
+    benchmark.group = "CartPole 4096 envs"
+    env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=4096, num_threads=2)
+    closing(env)
+    env.reset()
+    benchmark(run_steps, env.step, action_batches(4096))
+
+
+@pytest.mark.parametrize("peer", ["puffercore-processes", "gymnasium-async"])
+def test_gymnasium_cartpole_128(benchmark, closing, peer):
+    benchmark.group = "gymnasium CartPole-v1, 128 envs, 2 workers"
+    if peer == "puffercore-processes":
+        env = puffercore.vector.make(cartpole_v1, 128, backend="processes", num_workers=2)
+        env.reset(seed=0)
+        step, dtype = env.step, np.int32
+    else:
+        env = gymnasium.vector.AsyncVectorEnv([cartpole_v1] * 128)
+        env.reset(seed=0)
+        step, dtype = env.step, np.int64
+    closing(env)
+    benchmark(run_steps, step, action_batches(128, dtype))
+
+
+@pytest.mark.parametrize("mode", ["sync", "staggered"])
+def test_uneven_step_cost(benchmark, closing, mode):
+    benchmark.group = "uneven env (0-200 us/step), 8 envs, 4 processes"
+    uneven = functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6))
+    batch_size = 8 if mode == "sync" else 4
+    vec = puffercore.vector.make(uneven, 8, backend="processes", num_workers=4, batch_size=batch_size)
+    closing(vec)
+    if mode == "sync":
+        vec.reset(seed=0)
+        benchmark(run_steps, vec.step, action_batches(8))
+    else:  # twice the batches of half the size: the same env steps per round as sync
+        vec.async_reset(seed=0)
+        benchmark(run_staggered, vec, np.concatenate([action_batches(4), action_batches(4)]))
