@@ -17,7 +17,7 @@
  *
  * Action: the agent's column (int32, 0..6). A full column is an illegal move. The
  * binding rejects it before stepping unless configured to let it through; one that
- * reaches `step` ends the episode as a loss (reward -1, counted in "illegal_move"),
+ * reaches `step` ends the episode as a loss (reward -1, counted in "illegal_move_rate"),
  * so no input can write outside the board.
  *
  * Reward +1 when the agent wins, -1 when it loses, 0 for a draw and for every move that
