@@ -12,6 +12,7 @@ in another extension joins with `Game(spec_capsule)` (a PyCapsule named
 """
 
 from puffercore._search import MAX_PLAYERS, Game, GameState, connect4_spec, pig_spec, tictactoe_spec
+from puffercore.azul import Azul
 
 
 class Connect4(Game):
@@ -36,4 +37,4 @@ class Pig(Game):
         super().__init__(pig_spec())
 
 
-__all__ = ["MAX_PLAYERS", "Connect4", "Game", "GameState", "Pig", "TicTacToe"]
+__all__ = ["MAX_PLAYERS", "Azul", "Connect4", "Game", "GameState", "Pig", "TicTacToe"]

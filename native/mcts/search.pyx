@@ -7,6 +7,7 @@ another extension (Azul) plugs in with `Game(capsule)`. Inputs are validated her
 C code trusts them.
 """
 
+from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -120,9 +121,13 @@ def _check_float(value, name, low, low_inclusive=True, high=None):
 
 
 cdef class Game:
-    """A C game seen from Python: `Game(spec_capsule).new_state(seed, num_players)`."""
+    """A C game seen from Python: `Game(spec_capsule).new_state(seed, num_players)`.
+
+    A subclass may set `state_class` (a GameState subclass with game-specific views) and,
+    to let `state_from_bytes` build states, override `check_state_bytes`."""
 
     cdef const PcGameSpec* spec
+    state_class = None  # GameState unless a subclass says otherwise
 
     def __init__(self, spec_capsule):
         if not PyCapsule_IsValid(spec_capsule, SPEC_CAPSULE_NAME):
@@ -169,9 +174,30 @@ cdef class Game:
         if num_players is None:
             num_players = self.spec.min_players
         num_players = _check_int(num_players, "num_players", self.spec.min_players, self.spec.max_players)
-        cdef GameState state = GameState.__new__(GameState)
-        state._allocate(self)
+        cdef GameState state = self._blank_state()
         self.spec.init(state.data, <uint64_t>seed, <int32_t>num_players)
+        return state
+
+    cdef GameState _blank_state(self):
+        cls = self.state_class or GameState
+        cdef GameState state = cls.__new__(cls)
+        state._allocate(self)
+        return state
+
+    def check_state_bytes(self, data):
+        """Raise ValueError unless `data` is a consistent state of this game. Games that can
+        check their states override this; the rest cannot build states from bytes."""
+        raise NotImplementedError(f"{self.name} cannot check raw states, so it cannot build them from bytes")
+
+    def state_from_bytes(self, data):
+        """A state from raw bytes (`bytes(state)` of a state of this game), after
+        `check_state_bytes`: native code never sees bytes the game has not checked."""
+        cdef const unsigned char[::1] view = memoryview(data).cast("B")
+        if view.shape[0] != self.spec.state_size:
+            raise ValueError(f"a {self.name} state has {self.spec.state_size} bytes, got {view.shape[0]}")
+        self.check_state_bytes(view)
+        cdef GameState state = self._blank_state()
+        memcpy(state.data, &view[0], self.spec.state_size)
         return state
 
     def __eq__(self, other):
@@ -202,9 +228,13 @@ cdef class GameState:
     def __dealloc__(self):
         free(self.data)
 
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        """The raw C state, read-only (`bytes(state)`, `memoryview(state)`): game-specific
+        views decode it; `game.state_from_bytes` turns it back into a state."""
+        PyBuffer_FillInfo(buffer, self, self.data, self.game.spec.state_size, 1, flags)
+
     def clone(self):
-        cdef GameState copy = GameState.__new__(GameState)
-        copy._allocate(self.game)
+        cdef GameState copy = self.game._blank_state()
         memcpy(copy.data, self.data, self.game.spec.state_size)
         return copy
 

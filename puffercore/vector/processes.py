@@ -259,7 +259,8 @@ class Processes(VectorEnv):
         connection, process = self._connections[worker], self._processes[worker]
         deadline = time.monotonic() + timeout
         while not connection.poll(LIVENESS_PERIOD):
-            if not process.is_alive():
+            # A worker may send its last words and exit between the poll and this check.
+            if not process.is_alive() and not connection.poll():
                 raise RuntimeError(f"worker {worker} (pid {process.pid}) died with exit code {process.exitcode}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
