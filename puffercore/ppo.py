@@ -65,7 +65,7 @@ class PPOConfig:
     torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
     run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
     checkpoint_interval: int = _option(100, "run", "updates between checkpoints (and env re-seeds); 0: only at the end")
-    log_interval: float = _option(1.0, "run", "seconds between metric rows and console refreshes")
+    log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
     tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
     wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
     quiet: bool = _option(False, "run", "no console view")
