@@ -5,6 +5,9 @@ read (`game_state`), the agent's move and the opponents' replies are replayed on
 legal replies that lead to the env's position), and the env's observation, reward,
 terminal flag, final observation and episode info must match."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -15,16 +18,11 @@ from puffercore.env import GymnasiumView
 from puffercore.games import Azul as AzulGame
 from puffercore.ocean import Azul
 
+sys.path.insert(0, os.path.dirname(__file__))  # pytest's importlib mode leaves tests/ off the path
+from masked_envs import assert_same_frames, masks_of, random_legal_actions, rollout  # noqa: E402
+
 NUM_ACTIONS = 300
 GREEDY = GreedyAzulAgent()
-
-
-def masks_of(env, observations):
-    return env.observation_tree.unflatten(observations)["action_mask"].copy()
-
-
-def random_legal_actions(masks, rng):
-    return np.argmax(rng.random(masks.shape) * masks, axis=1).astype(np.int32)
 
 
 def expected_row(state, seat):
@@ -220,25 +218,6 @@ def test_check_env_through_gymnasium_view():
         env.close()
 
 
-def rollout(env, steps, seed):
-    rng = np.random.default_rng(seed)
-    observations, _ = env.reset(seed=seed)
-    frames = [observations.copy()]
-    for _ in range(steps):
-        observations, rewards, terminals, _, info = env.step(random_legal_actions(masks_of(env, observations), rng))
-        frames += [observations.copy(), rewards.copy(), terminals.copy(), env.final_observations.copy(), info]
-    return frames
-
-
-def assert_same_frames(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        if isinstance(x, dict):
-            assert x.keys() == y.keys() and all(np.isclose(x[k], y[k]) for k in x)
-        else:
-            np.testing.assert_array_equal(x, y)
-
-
 def test_same_seed_same_games_and_env_indices_differ():
     kwargs = {"num_envs": 4, "opponent": "random", "num_players": 3}
     a, b = rollout(Azul(**kwargs), 40, seed=5), rollout(Azul(**kwargs), 40, seed=5)
@@ -273,6 +252,8 @@ def test_observation_tree_reads_masks_and_boards_as_views():
         state = env.game_state(i)
         np.testing.assert_array_equal(leaves["action_mask"][i], state.legal_mask())
         np.testing.assert_array_equal(leaves["board"][i], state.observation(env.agent_seats()[i]))
+    with pytest.raises(IndexError, match="env index"):
+        env.game_state(3)
 
 
 def test_render_shows_the_game_and_the_seats():
