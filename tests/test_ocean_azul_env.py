@@ -131,6 +131,19 @@ def test_random_opponent_plays_legal_moves_that_are_not_the_greedy_ones():
     assert replies.moves > 300 and replies.greedy < 0.5 * replies.moves
 
 
+def test_random_opponent_picks_destinations_uniformly():
+    """In a game's first move every pattern line takes every colour, so a uniform choice
+    among the legal moves sends the tiles to each of the 6 destinations with chance 1/6."""
+    env = Azul(num_envs=6000, seed=0, opponent="random", agent_seat=1)
+    env.reset()
+    destinations = []
+    for i in range(env.num_envs):
+        lines = env.game_state(i).fields()["line_count"][0]
+        destinations.append(int(np.flatnonzero(lines)[0]) if lines.any() else 5)
+    counts = np.bincount(destinations, minlength=6)
+    assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(1000 * 5 / 6)), counts
+
+
 def test_seats_fixed_or_drawn_per_episode():
     for seat in range(3):
         env = Azul(num_envs=50, seed=0, num_players=3, agent_seat=seat)

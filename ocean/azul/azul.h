@@ -76,26 +76,33 @@ static void azulenv_observe(const AzulEnv* env, float* obs) {
     azul_observe(&env->game, env->agent, obs + AZULENV_BOARD_OFFSET);
 }
 
+/* Uniform over the legal moves: a uniform (offered source-colour pair, destination)
+ * until the destination takes the colour. The floor takes any colour, so at least one
+ * draw in 6 succeeds, and a live game always has a pair on offer (a round ends when the
+ * table is empty, and a game when a new round has no tile to draw). */
 static int32_t azulenv_random_action(AzulEnv* env) {
-    uint8_t legal[AZUL_NUM_ACTIONS];
-    azul_legal_mask(&env->game, legal);
+    const Azul* game = &env->game;
+    int8_t offers[AZUL_SOURCES * AZUL_COLORS]; /* source * AZUL_COLORS + colour */
     uint32_t count = 0;
-    for (int a = 0; a < AZUL_NUM_ACTIONS; a++) count += legal[a];
-    if (count == 0) return -1;
-    uint32_t pick = pc_rng_below(&env->pc.rng, count);
-    for (int32_t a = 0;; a++)
-        if (legal[a] && pick-- == 0) return a;
+    for (int source = 0; source < AZUL_SOURCES; source++) {
+        if (source < AZUL_CENTRE && source >= game->num_factories) continue;
+        for (int color = 0; color < AZUL_COLORS; color++)
+            if (azul_source(game, source)[color]) offers[count++] = (int8_t)(source * AZUL_COLORS + color);
+    }
+    const AzulBoard* board = &game->boards[game->player];
+    for (;;) {
+        uint32_t draw = pc_rng_below(&env->pc.rng, count * AZUL_DESTINATIONS);
+        int offer = offers[draw / AZUL_DESTINATIONS], destination = (int)(draw % AZUL_DESTINATIONS);
+        if (destination == AZUL_FLOOR || (azul_line_colors(board, destination) >> (offer % AZUL_COLORS) & 1u))
+            return offer * AZUL_DESTINATIONS + destination;
+    }
 }
 
-/* Opponents move until it is the agent's turn or the game is over. A live game always
- * has a legal move (the floor takes any tile on offer), so the -1 guard never fires. */
+/* Opponents move until it is the agent's turn or the game is over. */
 static void azulenv_play_opponents(AzulEnv* env) {
     Azul* game = &env->game;
-    while (!azul_is_over(game) && game->player != env->agent) {
-        int32_t action = env->opponent == AZULENV_GREEDY ? azul_greedy_action(game) : azulenv_random_action(env);
-        if (action < 0) return;
-        azul_play(game, action);
-    }
+    while (!azul_is_over(game) && game->player != env->agent)
+        azul_play(game, env->opponent == AZULENV_GREEDY ? azul_greedy_action(game) : azulenv_random_action(env));
 }
 
 static void azulenv_reset(void* self) {
