@@ -273,6 +273,7 @@ cdef class _EnvArray:
         self.action_check = <ActionCheck>check_address
 
     cdef _check_legal(self, int64_t begin, int64_t end):
+        self._check_open()
         cdef int64_t rows = self.spec.rows, i
         cdef size_t action_bytes = self.spec.act_size * pc_dtype_size(self.spec.act_dtype)
         cdef char* actions = <char*>cnp.PyArray_DATA(self.action_buffer)
@@ -359,18 +360,17 @@ def check_choice(name, value, choices):
     return value
 
 
-def masked_observation_tree(header, num_actions, board):
+def masked_observation_tree(num_actions, board, *, layout, header):
     """The SpaceTree of an env whose observation row is its legal-action mask then its
     board: Dict(action_mask=Box(0, 1, [num_actions]), board=`board`), keys in sorted
-    order as gymnasium lays them out. `header` names the C header and gives the layout
-    it writes (mask offset, board offset, row size), checked against the tree's."""
-    name, written = header
+    order as gymnasium lays them out. `layout` is (mask offset, board offset, row size)
+    as the C `header` writes rows, checked against the tree's."""
     tree = SpaceTree(gymnasium.spaces.Dict({
         "action_mask": gymnasium.spaces.Box(0.0, 1.0, (num_actions,), np.float32), "board": board}))
-    layout = (tree.leaf("action_mask").start, tree.leaf("board").start, tree.size)
-    if layout != tuple(written):
-        raise RuntimeError(f"{name} writes rows laid out as {tuple(written)} (mask offset, board offset, size), "
-                           f"the observation tree as {layout}")
+    in_tree = (tree.leaf("action_mask").start, tree.leaf("board").start, tree.size)
+    if in_tree != tuple(layout):
+        raise RuntimeError(f"{header} writes rows laid out as {tuple(layout)} (mask offset, board offset, size), "
+                           f"the observation tree as {in_tree}")
     return tree
 
 

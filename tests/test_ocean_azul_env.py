@@ -212,6 +212,14 @@ def test_threads_backend_rejects_illegal_moves_too():
     vector.close()
 
 
+def test_closed_env_refuses_actions():
+    env = Azul(num_envs=2)
+    env.reset()
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.write_actions(np.zeros(2, np.int32))
+
+
 def test_illegal_move_loses_when_asked():
     env = Azul(num_envs=2, seed=0, illegal_move="lose", num_players=3)
     observations, _ = env.reset()

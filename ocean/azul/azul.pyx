@@ -68,7 +68,8 @@ class Azul(NativeEnv):
         # scores above 100 give board entries above 1
         board = gymnasium.spaces.Box(0.0, np.inf, (AZUL_OBS_SIZE,), np.float32)
         self.observation_tree = masked_observation_tree(
-            ("azul.h", (AZULENV_MASK_OFFSET, AZULENV_BOARD_OFFSET, AZULENV_OBS_SIZE)), AZUL_NUM_ACTIONS, board)
+            AZUL_NUM_ACTIONS, board, layout=(AZULENV_MASK_OFFSET, AZULENV_BOARD_OFFSET, AZULENV_OBS_SIZE),
+            header="azul.h")
         self.single_observation_space = self.observation_tree.flat_space
         self.single_action_space = gymnasium.spaces.Discrete(AZUL_NUM_ACTIONS)
         super().__init__(spec_capsule(&AZUL_ENV_SPEC), num_envs, seed, buffers, render_mode)

@@ -63,8 +63,8 @@ class Connect4(NativeEnv):
         self.agent_first = None if agent_first is None else bool(agent_first)
         self.illegal_move = illegal_move
         self.observation_tree = masked_observation_tree(
-            ("connect4.h", (C4ENV_MASK_OFFSET, C4ENV_BOARD_OFFSET, C4ENV_OBS_SIZE)), C4_COLS,
-            gymnasium.spaces.Box(0.0, 1.0, (2, C4_ROWS, C4_COLS), np.float32))
+            C4_COLS, gymnasium.spaces.Box(0.0, 1.0, (2, C4_ROWS, C4_COLS), np.float32),
+            layout=(C4ENV_MASK_OFFSET, C4ENV_BOARD_OFFSET, C4ENV_OBS_SIZE), header="connect4.h")
         self.single_observation_space = self.observation_tree.flat_space
         self.single_action_space = gymnasium.spaces.Discrete(C4_COLS)
         super().__init__(spec_capsule(&CONNECT4_SPEC), num_envs, seed, buffers, render_mode)
