@@ -9,7 +9,8 @@ gymnasium's NumPy CartPoleVectorEnv (and CartPole-v1 for one env) with the ratio
 Connect4 against PettingZoo's connect_four_v3 (when it and pygame are installed).
 Connect4's pooled actions are random columns, full ones included, so it runs with
 illegal_move="lose"; its comparison instead draws each legal move from the action mask
-on both sides.
+on both sides. Azul is measured only that way (random actions would be illegal moves,
+each ending an episode), against random opponents, with 2 and 4 players.
 Each number is the best of --repeats runs; the median is shown beside it, since the
 machine may be shared.
 """
@@ -24,7 +25,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # noqa: E402
 
-from puffercore.ocean import CartPole, Connect4, Snake, Squared  # noqa: E402
+from puffercore.ocean import Azul, CartPole, Connect4, Snake, Squared  # noqa: E402
 
 POOL = 64
 ENVS = {
@@ -91,16 +92,18 @@ def gymnasium_single_rate(seconds, repeats):
     return measure(step, actions, 1, seconds, repeats)
 
 
-def connect4_rate(num_envs, seconds, repeats):
-    """Agent moves/s of Connect4 against its random opponent, the agent moving first;
-    each move a random legal column: the argmax of pooled noise times the action mask."""
-    env = Connect4(num_envs=num_envs, seed=0, opponent="random", agent_first=True)
+def masked_rate(cls, kwargs, num_envs, seconds, repeats):
+    """Agent moves/s of an env with an action mask in its observation (Connect4, Azul)
+    against its random opponent; each move a random legal action: the argmax of pooled
+    noise times the action mask."""
+    env = cls(num_envs=num_envs, seed=0, opponent="random", **kwargs)
     env.reset()
     masks = env.observation_tree.unflatten(env.observations)["action_mask"]  # a view: always current
-    noise = np.random.default_rng(0).random((POOL, num_envs, 7), dtype=np.float32)
+    pool = max(1, min(POOL, 2**23 // masks.size))  # at most 32 MB of noise
+    noise = np.random.default_rng(0).random((pool, *masks.shape), dtype=np.float32)
 
     def move(k):
-        env.step(np.argmax(noise[k] * masks, axis=1).astype(np.int32))
+        env.step(np.argmax(noise[k % pool] * masks, axis=1).astype(np.int32))
 
     return measure(move, range(POOL), num_envs, seconds, repeats)
 
@@ -159,11 +162,18 @@ def main():
         print(f"  PettingZoo connect_four_v3 unavailable ({error}); puffercore alone:")
         theirs = None
     for num_envs in (1, 4096):
-        ours = connect4_rate(num_envs, args.seconds, args.repeats)
+        ours = masked_rate(Connect4, {"agent_first": True}, num_envs, args.seconds, args.repeats)
         line = f"  {num_envs:4d} envs  puffercore {fmt(ours)}"
         if theirs is not None:
             line += f"   PettingZoo connect_four_v3 (1 env) {fmt(theirs)}   ratio {ours[0] / theirs[0]:8.1f}x"
         print(line)
+
+    print("\nAzul vs random opponents, legal moves from the action mask (agent moves/s; no peer here,"
+          " see bench/bench_azul.py):")
+    for num_players in (2, 4):
+        for num_envs in (1, 256, 4096):
+            rate = masked_rate(Azul, {"num_players": num_players}, num_envs, args.seconds, args.repeats)
+            print(f"  {num_players} players {num_envs:4d} envs  puffercore {fmt(rate)}")
 
 
 if __name__ == "__main__":

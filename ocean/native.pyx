@@ -34,12 +34,18 @@ from libc.string cimport memcpy, memset
 
 from puffercore.env cimport (
     PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcEnv, PcEnvSpec,
-    pc_drain_logs, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
+    pc_drain_logs, pc_dtype_size, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
+from puffercore.emulation import SpaceTree
 from puffercore.env import PufferEnv, check_actions, check_seed
 
 cnp.import_array()
 
 _OBS_DTYPES = {PC_FLOAT32: np.dtype(np.float32), PC_UINT8: np.dtype(np.uint8)}
+ILLEGAL_MOVES = ("error", "lose")
+
+# An env's own test of its rows' actions (the env struct, its slice of the action
+# buffer): nonzero when legal. Envs with action masks pass one to reject_illegal_actions.
+ctypedef int (*ActionCheck)(const void* env, const void* actions) noexcept nogil
 
 
 cdef class _EnvArray:
@@ -55,6 +61,7 @@ cdef class _EnvArray:
     cdef cnp.ndarray obs_buffer, action_buffer, reward_buffer, terminal_buffer, truncation_buffer
     # Discrete/MultiDiscrete bounds per action column, for the fast action check.
     cdef int32_t[::1] action_low, action_high
+    cdef ActionCheck action_check  # NULL unless reject_illegal_actions was called
 
     def __init__(self, spec, num_envs, seed, buffers, render_mode, *, rows=None, env_size=None):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
@@ -252,6 +259,30 @@ cdef class _EnvArray:
             np.copyto(target, check_actions(actions, self.single_action_space, end - begin))
         elif actions is not target:
             memcpy(cnp.PyArray_DATA(target), cnp.PyArray_DATA(actions), cnp.PyArray_NBYTES(target))
+        if self.action_check != NULL:
+            self._check_legal(begin, end)
+
+    def reject_illegal_actions(self, size_t check_address):
+        """For envs whose legal actions depend on their state (those with an action mask
+        in the observation): from now on write_actions -- hence step and every vector
+        backend -- raises ValueError before any env steps when the C function at
+        `check_address` (an `ActionCheck`: env struct, its actions -> nonzero if legal)
+        refuses a written action. It reads the envs' own state, so the verdict holds
+        whatever was written to the observations. The message starts with the
+        subclass's `_describe_illegal_action(row, env_index)`."""
+        self.action_check = <ActionCheck>check_address
+
+    cdef _check_legal(self, int64_t begin, int64_t end):
+        self._check_open()
+        cdef int64_t rows = self.spec.rows, i
+        cdef size_t action_bytes = self.spec.act_size * pc_dtype_size(self.spec.act_dtype)
+        cdef char* actions = <char*>cnp.PyArray_DATA(self.action_buffer)
+        for i in range(begin // rows, (end + rows - 1) // rows):
+            if not self.action_check(pc_env_at(&self.spec, self.envs, i), actions + i * rows * action_bytes):
+                raise ValueError(
+                    f"{self._describe_illegal_action(i * rows, self.index_base + i)} (an illegal move); choose among "
+                    "the actions whose action_mask entry is 1 (observation_tree.unflatten(obs)['action_mask']), "
+                    "or pass illegal_move='lose'")
 
     cdef bint _fast_actions_ok(self, cnp.ndarray actions, cnp.ndarray target):
         cdef int ndim = cnp.PyArray_NDIM(target), d
@@ -322,6 +353,27 @@ cdef bint _all_finite(const float* values, int64_t count) noexcept nogil:
     return finite
 
 
+def check_choice(name, value, choices):
+    """A binding's string keyword argument, checked to be one of `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def masked_observation_tree(num_actions, board, *, layout, header):
+    """The SpaceTree of an env whose observation row is its legal-action mask then its
+    board: Dict(action_mask=Box(0, 1, [num_actions]), board=`board`), keys in sorted
+    order as gymnasium lays them out. `layout` is (mask offset, board offset, row size)
+    as the C `header` writes rows, checked against the tree's."""
+    tree = SpaceTree(gymnasium.spaces.Dict({
+        "action_mask": gymnasium.spaces.Box(0.0, 1.0, (num_actions,), np.float32), "board": board}))
+    in_tree = (tree.leaf("action_mask").start, tree.leaf("board").start, tree.size)
+    if in_tree != tuple(layout):
+        raise RuntimeError(f"{header} writes rows laid out as {tuple(layout)} (mask offset, board offset, size), "
+                           f"the observation tree as {in_tree}")
+    return tree
+
+
 def check_int(name, value, low, high):
     """A binding's integer keyword argument, checked to lie in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
@@ -348,7 +400,10 @@ class NativeEnv(_EnvArray, PufferEnv):
     `super().__init__(spec_capsule(&SPEC), num_envs, seed, buffers, render_mode)`;
     pass `rows=` / `env_size=` when the spec leaves them 0. Implement
     `_configure(address)` to write config fields into one env struct, and
-    `_render_ansi(address)` if "ansi" is in `metadata["render_modes"]`.
+    `_render_ansi(address)` if "ansi" is in `metadata["render_modes"]`. Envs with
+    state-dependent legal actions call `reject_illegal_actions(check_address)` (for
+    illegal_move="error", see ILLEGAL_MOVES) and implement
+    `_describe_illegal_action(row, env_index)`, the start of the error message.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 50}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "azul.h"
 #include "cartpole.h"
 #include "connect4.h"
 #include "snake.h"
@@ -29,7 +30,28 @@ static void configure_connect4_random(void* env) {
     ((Connect4Env*)env)->opponent = C4ENV_RANDOM, ((Connect4Env*)env)->first_mover = C4ENV_OPPONENT_FIRST;
 }
 
-static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps, int num_actions) {
+static void configure_azul_greedy(void* env) {
+    AzulEnv* azul = (AzulEnv*)env;
+    azul->num_players = 4, azul->opponent = AZULENV_GREEDY, azul->seat = AZULENV_RANDOM_SEAT;
+}
+static void configure_azul_random(void* env) {
+    AzulEnv* azul = (AzulEnv*)env;
+    azul->num_players = 2, azul->opponent = AZULENV_RANDOM, azul->seat = 1, azul->reward = AZULENV_WIN_LOSS;
+}
+
+/* A uniformly random action, or with `masked` (the row starts with the env's action
+ * mask) mostly a random legal one, so that games run long; every 16th step any action. */
+static int32_t draw_action(PcRng* rng, const float* row, int num_actions, int masked, int t) {
+    if (!masked || t % 16 == 0) return (int32_t)pc_rng_below(rng, (uint32_t)num_actions);
+    int legal = 0;
+    for (int a = 0; a < num_actions; a++) legal += row[a] > 0.5f;
+    uint32_t pick = pc_rng_below(rng, (uint32_t)(legal ? legal : 1));
+    for (int a = 0; a < num_actions; a++)
+        if (row[a] > 0.5f && pick-- == 0) return a;
+    return 0;
+}
+
+static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps, int num_actions, int masked) {
     size_t rows = (size_t)(num_envs * spec.rows);
     size_t obs_bytes = rows * (size_t)spec.obs_size * pc_dtype_size(spec.obs_dtype);
     void* observations = malloc(obs_bytes);
@@ -50,7 +72,8 @@ static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps
     double logs[PC_LOG_SLOTS] = {0};
     for (int t = 0; t < steps; t++) {
         for (size_t a = 0; a < rows * (size_t)spec.act_size; a++) {
-            if (spec.act_dtype == PC_INT32) ((int32_t*)actions)[a] = (int32_t)pc_rng_below(&rng, (uint32_t)num_actions);
+            const float* row = (const float*)observations + a / (size_t)spec.act_size * (size_t)spec.obs_size;
+            if (spec.act_dtype == PC_INT32) ((int32_t*)actions)[a] = draw_action(&rng, row, num_actions, masked, t);
             else ((float*)actions)[a] = pc_rng_uniform(&rng, -2.0f, 2.0f);
         }
         pc_step_range(&spec, envs, 0, num_envs);
@@ -63,17 +86,19 @@ static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps
 }
 
 int main(void) {
-    run(CARTPOLE_SPEC, NULL, 7, 2000, 2);
-    run(CARTPOLE_CONTINUOUS_SPEC, NULL, 7, 2000, 0);
+    run(CARTPOLE_SPEC, NULL, 7, 2000, 2, 0);
+    run(CARTPOLE_CONTINUOUS_SPEC, NULL, 7, 2000, 0, 0);
     PcEnvSpec squared = SQUARED_SPEC; /* the sizes a binding fills in from the config */
     squared.obs_size = 7 * 7;
-    run(squared, configure_squared, 5, 2000, 5);
-    run(TEMPLATE_SPEC, configure_template, 5, 500, 2);
+    run(squared, configure_squared, 5, 2000, 5, 0);
+    run(TEMPLATE_SPEC, configure_template, 5, 500, 2, 0);
     PcEnvSpec snake = SNAKE_SPEC;
     snake.env_size = snake_env_size(5, 4, 6, 3), snake.rows = 6, snake.obs_size = 7 * 7;
-    run(snake, configure_snake, 3, 3000, 4);
-    /* random columns include full ones: the illegal-move path runs too */
-    run(CONNECT4_SPEC, configure_connect4_heuristic, 5, 3000, 7);
-    run(CONNECT4_SPEC, configure_connect4_random, 5, 3000, 7);
+    run(snake, configure_snake, 3, 3000, 4, 0);
+    /* mostly legal moves from the masks, but some random ones: the illegal-move path runs too */
+    run(CONNECT4_SPEC, configure_connect4_heuristic, 5, 3000, 7, 1);
+    run(CONNECT4_SPEC, configure_connect4_random, 5, 3000, 7, 1);
+    run(AZUL_ENV_SPEC, configure_azul_greedy, 3, 3000, 300, 1);
+    run(AZUL_ENV_SPEC, configure_azul_random, 3, 3000, 300, 1);
     return 0;
 }

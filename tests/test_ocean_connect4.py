@@ -3,6 +3,9 @@ games is checked against a NumPy reference of the rules written here (four in a 
 slicing, pieces stacking from the bottom) and, for the heuristic opponent, against a
 reference of its move preferences."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -10,6 +13,9 @@ from gymnasium.utils.env_checker import check_env
 import puffercore
 from puffercore.env import GymnasiumView
 from puffercore.ocean import Connect4
+
+sys.path.insert(0, os.path.dirname(__file__))  # pytest's importlib mode leaves tests/ off the path
+from masked_envs import assert_same_frames, masks_of, random_legal_actions, rollout  # noqa: E402
 
 ROWS, COLS = 6, 7
 DIRECTIONS = ("horizontal", "vertical", "rising diagonal", "falling diagonal")
@@ -49,15 +55,6 @@ def boards_of(env, observations):
     return env.observation_tree.unflatten(observations)["board"] > 0.5
 
 
-def masks_of(env, observations):
-    return env.observation_tree.unflatten(observations)["action_mask"].copy()
-
-
-def random_legal_columns(masks, rng):
-    """A uniformly random legal column per row."""
-    return np.argmax(rng.random(masks.shape) * masks, axis=1).astype(np.int32)
-
-
 def heuristic_choices(boards):
     """The columns connect4.h's heuristic opponent (plane 1 of `boards`, to move) may
     play, [n, 7] bool: winning ones, else blocking ones, else those not letting the
@@ -89,7 +86,7 @@ def play_and_check(env, steps, seed, opponent_check=None):
     for _ in range(steps):
         before, masks = boards_of(env, observations), masks_of(env, observations)
         np.testing.assert_array_equal(masks, heights(before) < ROWS)
-        actions = random_legal_columns(masks, rng)
+        actions = random_legal_actions(masks, rng)
         observations, rewards, terminals, truncations, info = env.step(actions)
         lengths += 1
 
@@ -168,7 +165,7 @@ def test_heuristic_opponent_beats_random_play_and_random_opponent_does_not():
         rng = np.random.default_rng(0)
         losses = episodes = 0.0
         for _ in range(100):
-            observations, _, _, _, info = env.step(random_legal_columns(masks_of(env, observations), rng))
+            observations, _, _, _, info = env.step(random_legal_actions(masks_of(env, observations), rng))
             if info:
                 losses += info["loss_rate"] * info["episodes"]
                 episodes += info["episodes"]
@@ -240,26 +237,6 @@ def test_check_env_through_gymnasium_view():
         env.close()
 
 
-def rollout(env, steps, seed):
-    """Frames of a game with random legal moves drawn from `seed`."""
-    rng = np.random.default_rng(seed)
-    observations, _ = env.reset(seed=seed)
-    frames = [observations.copy()]
-    for _ in range(steps):
-        observations, rewards, terminals, _, info = env.step(random_legal_columns(masks_of(env, observations), rng))
-        frames += [observations.copy(), rewards.copy(), terminals.copy(), env.final_observations.copy(), info]
-    return frames
-
-
-def assert_same_frames(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        if isinstance(x, dict):
-            assert x.keys() == y.keys() and all(np.isclose(x[k], y[k]) for k in x)
-        else:
-            np.testing.assert_array_equal(x, y)
-
-
 def test_same_seed_same_games_and_env_indices_differ():
     kwargs = {"num_envs": 4, "opponent": "random", "agent_first": True}
     a, b = rollout(Connect4(**kwargs), 60, seed=5), rollout(Connect4(**kwargs), 60, seed=5)
@@ -317,7 +294,7 @@ def test_threads_staggered_batches_reject_illegal_moves():
         observations, _, _, _, _, env_ids, _ = vector.recv()
         vector._batch_is_block = False
         masks = masks_of(vector, observations)
-        legal = random_legal_columns(masks, rng)
+        legal = random_legal_actions(masks, rng)
         full = np.flatnonzero(~masks.all(1))
         if len(full):  # play a full column in the last env that has one
             illegal = legal.copy()

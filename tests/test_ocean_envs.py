@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import puffercore
 from puffercore.env import Buffers, GymnasiumView, PufferEnv
-from puffercore.ocean import CartPole, Connect4, NativeEnv, Snake, Squared
+from puffercore.ocean import Azul, CartPole, Connect4, NativeEnv, Snake, Squared
 
 # One row per env so that GymnasiumView applies; Snake with one snake.
 SINGLE_ROW = {
@@ -20,6 +20,7 @@ SINGLE_ROW = {
     "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 1, "num_food": 3, "vision": 2}),
     # random actions play full columns: let them lose instead of raising
     "connect4": (Connect4, {"opponent": "random", "illegal_move": "lose"}),
+    "azul": (Azul, {"num_players": 3, "illegal_move": "lose"}),
 }
 # Several rows per env for the multi-row tests.
 MULTI_ROW = {**SINGLE_ROW, "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 3, "num_food": 3, "vision": 2})}

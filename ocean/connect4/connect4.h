@@ -50,6 +50,11 @@ typedef struct Connect4Env {
     int32_t agent_moves;
 } Connect4Env;
 
+/* The binding's legality check (NativeEnv.reject_illegal_actions): the env's action slot. */
+static inline int c4env_action_is_legal(const void* self, const void* actions) {
+    return c4_column_open(&((const Connect4Env*)self)->game, ((const int32_t*)actions)[0]);
+}
+
 static void c4env_observe(const Connect4Env* env, float* obs) {
     uint8_t legal[C4_COLS];
     c4_legal_mask(&env->game, legal);
