@@ -4,8 +4,9 @@
 from puffercore.ocean.azul import Azul
 from puffercore.ocean.cartpole import CartPole
 from puffercore.ocean.connect4 import Connect4
+from puffercore.ocean.memory import Memory
 from puffercore.ocean.native import NativeEnv
 from puffercore.ocean.snake import Snake
 from puffercore.ocean.squared import Squared
 
-__all__ = ["Azul", "CartPole", "Connect4", "NativeEnv", "Snake", "Squared"]
+__all__ = ["Azul", "CartPole", "Connect4", "Memory", "NativeEnv", "Snake", "Squared"]
