@@ -17,11 +17,11 @@ cdef class ThreadEngine:
     cdef object owner  # keeps the env array (and its buffers) alive while workers run
 
     def __cinit__(self, owner, size_t spec_address, size_t envs_address, int64_t num_envs,
-                  int num_workers, int num_units, int spin_iterations, cpus=()):
+                  int num_workers, int num_units, int64_t spin_ns, cpus=()):
         cdef vector[int] cpu_list = list(cpus)
         self.owner = owner
         self.handle = new engine.Engine(<const PcEnvSpec*>spec_address, <void*>envs_address,
-                                        num_envs, num_workers, num_units, spin_iterations, cpu_list)
+                                        num_envs, num_workers, num_units, spin_ns, cpu_list)
 
     def __dealloc__(self):
         if self.handle != NULL:

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -18,12 +19,17 @@ static inline void cpu_pause() {}
 
 namespace puffercore {
 
-// Wait until `word` no longer holds `old`; return the new value.
-static uint32_t wait_for_change(const std::atomic<uint32_t>& word, uint32_t old, int spin_iterations) {
-  for (int i = 0; i < spin_iterations; i++) {
+// Wait until `word` no longer holds `old`; return the new value. Spin for up to
+// `spin_ns` first (timed, since a pause instruction lasts 10 to 140 cycles depending on
+// the CPU), then sleep in the futex. No sched_yield in the spin: on a machine with
+// other work, a yield hands the core to that work for a whole time slice.
+static uint32_t wait_for_change(const std::atomic<uint32_t>& word, uint32_t old, int64_t spin_ns) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
+  for (int i = 0;; i++) {
     uint32_t value = word.load(std::memory_order_acquire);
     if (value != old) return value;
     cpu_pause();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline) break;
   }
   uint32_t value;
   while ((value = word.load(std::memory_order_acquire)) == old) word.wait(old, std::memory_order_acquire);
@@ -31,8 +37,8 @@ static uint32_t wait_for_change(const std::atomic<uint32_t>& word, uint32_t old,
 }
 
 Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
-               int spin_iterations, std::vector<int> cpus)
-    : spec_(spec), envs_(envs), num_units_(num_units), spin_iterations_(spin_iterations) {
+               int64_t spin_ns, std::vector<int> cpus)
+    : spec_(spec), envs_(envs), num_units_(num_units), spin_ns_(spin_ns) {
   if (num_workers <= 0 || num_units <= 0 || num_envs % num_units != 0 || num_units % num_workers != 0)
     throw std::invalid_argument("engine: num_units must divide num_envs and be a multiple of num_workers");
   units_.reset(new Unit[num_units]);
@@ -82,11 +88,17 @@ void Engine::worker_loop(Worker* worker) {
   const int num_workers = static_cast<int>(workers_.size());
   uint32_t seen = 0;
   while (true) {
-    seen = wait_for_change(worker->signal, seen, spin_iterations_);
+    seen = wait_for_change(worker->signal, seen, spin_ns_);
     if (stopping_.load(std::memory_order_acquire)) return;
     // Several sends may have landed since the last wake-up: run every pending unit.
     for (int u = worker->index; u < num_units_; u += num_workers) run_if_pending(u);
   }
+}
+
+bool Engine::any_unclaimed() const {
+  for (int32_t u : dispatched_)
+    if (units_[u].command.load(std::memory_order_relaxed) != kNone) return true;
+  return false;
 }
 
 bool Engine::run_if_pending(int32_t u) {
@@ -135,13 +147,15 @@ void Engine::recv(int32_t* units_out, int count) {
   if (count > in_flight_) throw std::logic_error("engine: recv of more units than in flight");
   uint32_t target = consumed_ + static_cast<uint32_t>(count);
   uint32_t published = published_.load(std::memory_order_acquire);
-  // Rather than wait idle, the caller runs still-pending units itself, oldest sends
-  // first, so no unit waits behind newer ones for a worker that has no core. On a
-  // machine with fewer cores than workers + 1 this keeps every core stepping envs.
+  // Workers that are awake claim their units within a few hundred nanoseconds; give
+  // them that long. Units still unclaimed after it belong to workers that are asleep
+  // or have no core: the caller runs those itself, oldest sends first, so no unit waits
+  // behind newer ones. When workers + 1 outnumber cores this keeps every core stepping.
+  for (int i = 0; i < kClaimWaitPauses && any_unclaimed(); i++) cpu_pause();
   for (size_t i = 0; i < dispatched_.size() && static_cast<int32_t>(published - target) < 0; i++) {
     if (run_if_pending(dispatched_[i])) published = published_.load(std::memory_order_acquire);
   }
-  while (static_cast<int32_t>(published - target) < 0) published = wait_for_change(published_, published, spin_iterations_);
+  while (static_cast<int32_t>(published - target) < 0) published = wait_for_change(published_, published, kCallerSpinNs);
   for (int i = 0; i < count; i++) {
     std::atomic<int32_t>& slot = ring_[(consumed_ + i) % num_units_];
     int32_t value;

@@ -36,7 +36,7 @@ class Engine {
   // and be a multiple of `num_workers`. `cpus`, if not empty, pins worker i to
   // cpus[i % cpus.size()].
   Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
-         int spin_iterations, std::vector<int> cpus);
+         int64_t spin_ns, std::vector<int> cpus);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -74,11 +74,18 @@ class Engine {
   void dispatch(const int32_t* units, int count, Command command);
   void publish(int32_t unit);
   bool run_if_pending(int32_t unit);
+  bool any_unclaimed() const;
+
+  // How long the caller gives awake workers to claim the units it just sent.
+  static constexpr int kClaimWaitPauses = 64;
+  // The caller's spin before it sleeps while workers step: short, because while the
+  // workers hold every core a spinning caller only slows them down.
+  static constexpr int64_t kCallerSpinNs = 2000;
 
   const PcEnvSpec* spec_;
   void* envs_;
   int num_units_;
-  int spin_iterations_;
+  int64_t spin_ns_;
   std::unique_ptr<Unit[]> units_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<int32_t> all_units_;

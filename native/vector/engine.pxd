@@ -9,7 +9,7 @@ cdef extern from "puffercore/env.h":
 cdef extern from "engine.hpp" namespace "puffercore":
     cdef cppclass Engine:
         Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
-               int spin_iterations, vector[int] cpus) except +
+               int64_t spin_ns, vector[int] cpus) except +
         void reset_all(uint64_t seed, uint64_t index_base) except + nogil
         void step_all() except + nogil
         void send(const int32_t* units, int count) except + nogil

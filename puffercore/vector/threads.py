@@ -20,10 +20,12 @@ from puffercore._engine import ThreadEngine
 from puffercore.env import Buffers, check_actions, check_seed
 from puffercore.vector.common import VectorEnv, check_count, merge_infos
 
-# Pause iterations a waiting thread spins before it sleeps in a futex: long enough to
-# catch a hand-off that is microseconds away, short enough not to steal a core from a
-# busy thread when workers outnumber cores.
-SPIN_ITERATIONS = 2000
+# How long an idle worker spins, waiting for the next batch, before it sleeps in a
+# futex: longer than the caller's usual turn-around between steps (Python, inference),
+# so a steady loop never pays a wake-up; short enough that an idle vector env soon
+# costs no CPU.
+SPIN_NANOSECONDS = 100_000
+UNITS_PER_WORKER = 4
 
 
 class Threads(VectorEnv):
@@ -38,12 +40,18 @@ class Threads(VectorEnv):
             cores = len(os.sched_getaffinity(0))
             num_workers = max(w for w in range(1, min(cores, batch_size) + 1) if batch_size % w == 0)
         num_workers = check_count(num_workers, "num_workers")
-        num_units = num_workers * (num_envs // batch_size)
-        if num_envs % num_units:
+        num_batches = num_envs // batch_size
+        if batch_size % num_workers:
             raise ValueError(
-                f"num_envs={num_envs} must split into num_workers * (num_envs / batch_size) = {num_units} "
-                f"equal units (num_workers={num_workers}, batch_size={batch_size})"
+                f"num_envs={num_envs} must split into num_workers * (num_envs / batch_size) = "
+                f"{num_workers * num_batches} equal units (num_workers={num_workers}, batch_size={batch_size})"
             )
+        # Several units per worker and batch where the envs allow it: workers claim them
+        # one at a time, so the caller, instead of sleeping while it waits, steps the
+        # units no worker has reached yet, and a worker that loses its core holds up
+        # only a small unit.
+        units_per_worker = next(k for k in (UNITS_PER_WORKER, 2, 1) if (batch_size // num_workers) % k == 0)
+        num_units = num_workers * units_per_worker * num_batches
         cpus = _affinity(thread_affinity)
         self._default_seed = check_seed(seed)
 
@@ -74,9 +82,9 @@ class Threads(VectorEnv):
         self.num_workers = num_workers
         self.envs_per_unit = num_envs // num_units
         self.rows_per_unit = self.num_agents // num_units
-        self.units_per_batch = num_workers
+        self.units_per_batch = num_workers * units_per_worker
         self._engine = ThreadEngine(
-            env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_ITERATIONS, cpus
+            env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_NANOSECONDS, cpus
         )
         self._units = np.empty(num_units, dtype=np.int32)
         self._ready: collections.deque[int] = collections.deque()  # reset but not yet returned
