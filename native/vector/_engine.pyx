@@ -63,7 +63,7 @@ cdef extern from "shm_sync.h":
     void pc_shm_store(unsigned int* word, unsigned int value) nogil
     unsigned int pc_shm_add(unsigned int* word, unsigned int value) nogil
     void pc_shm_wake_all(unsigned int* word) nogil
-    unsigned int pc_shm_wait_change(unsigned int* word, unsigned int old, int spin_iterations,
+    unsigned int pc_shm_wait_change(unsigned int* word, unsigned int old, long long spin_ns,
                                     long long timeout_ns) nogil
 
 
@@ -94,11 +94,13 @@ cdef class SharedWords:
         with nogil:
             pc_shm_wake_all(word)
 
-    def wait_change(self, Py_ssize_t index, unsigned int old, int spin_iterations, double timeout):
-        """Block (GIL released) until word != old or `timeout` seconds pass; return the word."""
+    def wait_change(self, Py_ssize_t index, unsigned int old, double spin, double timeout):
+        """Block (GIL released) until word != old or `timeout` seconds pass, spinning
+        for the first `spin` seconds; return the word."""
         cdef unsigned int* word = self.at(index)
         cdef long long timeout_ns = <long long>(timeout * 1e9)
+        cdef long long spin_ns = <long long>(spin * 1e9)
         cdef unsigned int value
         with nogil:
-            value = pc_shm_wait_change(word, old, spin_iterations, timeout_ns)
+            value = pc_shm_wait_change(word, old, spin_ns, timeout_ns)
         return value

@@ -39,16 +39,26 @@ static inline void pc_shm_wake_all(uint32_t* word) {
     syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Wait until *word != old: spin `spin_iterations` pauses, then sleep in the kernel for
- * at most timeout_ns. Returns the current value (equal to `old` on timeout), so callers
- * can check for dead peers between waits instead of hanging forever. */
-static inline uint32_t pc_shm_wait_change(uint32_t* word, uint32_t old, int spin_iterations,
+static inline int64_t pc_shm_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* Wait until *word != old: spin for up to spin_ns (timed: a pause lasts 10 to 140
+ * cycles depending on the CPU, and a sleeping virtual CPU can take tens of
+ * microseconds to wake), then sleep in the kernel for at most timeout_ns. Returns the
+ * current value (equal to `old` on timeout), so callers can check for dead peers
+ * between waits instead of hanging forever. */
+static inline uint32_t pc_shm_wait_change(uint32_t* word, uint32_t old, int64_t spin_ns,
                                           int64_t timeout_ns) {
     uint32_t value;
-    for (int i = 0; i < spin_iterations; i++) {
+    int64_t deadline = pc_shm_now_ns() + spin_ns;
+    for (int i = 0;; i++) {
         value = pc_shm_load(word);
         if (value != old) return value;
         PC_CPU_PAUSE();
+        if ((i & 63) == 63 && pc_shm_now_ns() >= deadline) break;
     }
     struct timespec timeout = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
     syscall(SYS_futex, word, FUTEX_WAIT, old, &timeout, NULL, 0);

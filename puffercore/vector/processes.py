@@ -39,7 +39,10 @@ WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
 STEP, RESET, CLOSE = 1, 2, 3
 OK, ERROR = 0, 1
 
-SPIN_ITERATIONS = 2000
+# Seconds a waiting process spins before it sleeps in a futex: enough to catch a quick
+# hand-off; longer spins measured slower here, because Python envs are CPU-bound and a
+# spinning process takes the core a worker needs (bench/compare_throughput.py).
+SPIN_SECONDS = 5e-6
 # "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its
 # other threads included (torch, CUDA), the documented source of hangs and leaks.
 DEFAULT_START_METHOD = "spawn"
@@ -122,7 +125,7 @@ def _serve(worker: int, config: dict, shm, connection) -> None:
 
     seen = 0
     while True:
-        seq = words.wait_change(base + COMMAND_SEQ, seen, SPIN_ITERATIONS, LIVENESS_PERIOD)
+        seq = words.wait_change(base + COMMAND_SEQ, seen, SPIN_SECONDS, LIVENESS_PERIOD)
         if seq == seen:
             if os.getppid() != parent:  # the caller died without closing us
                 break
@@ -298,7 +301,7 @@ class Processes(VectorEnv):
                     self._absorb(worker)
                     if len(done) == count:
                         break
-            if len(done) < count and self._words.wait_change(self._completed, seen, SPIN_ITERATIONS, LIVENESS_PERIOD) == seen:
+            if len(done) < count and self._words.wait_change(self._completed, seen, SPIN_SECONDS, LIVENESS_PERIOD) == seen:
                 for worker in self._in_flight:
                     if not self._processes[worker].is_alive():
                         self._in_flight.clear()
