@@ -113,7 +113,11 @@ def _ascii_frame(env: str, observation, reward: float) -> str:
 
 
 def _bench_dir() -> str:
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ppo.__file__))), "bench")
+    """bench/ of the source checkout: the current directory's (a checkout with puffercore
+    installed from it), else the one beside the package (an editable install)."""
+    beside_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ppo.__file__))), "bench")
+    in_working_dir = os.path.join(os.getcwd(), "bench")
+    return in_working_dir if os.path.isfile(os.path.join(in_working_dir, "compare_throughput.py")) else beside_package
 
 
 def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
