@@ -122,7 +122,7 @@ void Engine::publish(int32_t unit) {
   published_.notify_one();
 }
 
-void Engine::dispatch(const int32_t* units, int count, Command command) {
+void Engine::dispatch(const int32_t* units, int count, Command command, bool caller_is_worker0) {
   if (closed_) throw std::logic_error("engine is closed");
   if (in_flight_ + count > num_units_) throw std::logic_error("engine: more units sent than exist");
   int num_workers = static_cast<int>(workers_.size());
@@ -133,7 +133,7 @@ void Engine::dispatch(const int32_t* units, int count, Command command) {
     dispatched_.push_back(units[i]);
   }
   // Wake each worker once, after all its units are marked.
-  for (int w = 0; w < num_workers; w++) {
+  for (int w = caller_is_worker0 ? 1 : 0; w < num_workers; w++) {
     if (!wake_[w]) continue;
     workers_[w]->signal.fetch_add(1, std::memory_order_release);
     workers_[w]->signal.notify_one();
@@ -141,7 +141,7 @@ void Engine::dispatch(const int32_t* units, int count, Command command) {
   in_flight_ += count;
 }
 
-void Engine::send(const int32_t* units, int count) { dispatch(units, count, kStep); }
+void Engine::send(const int32_t* units, int count) { dispatch(units, count, kStep, false); }
 
 void Engine::recv(int32_t* units_out, int count) {
   if (count > in_flight_) throw std::logic_error("engine: recv of more units than in flight");
@@ -176,13 +176,18 @@ void Engine::reset_all(uint64_t seed, uint64_t index_base) {
   if (in_flight_ != 0) throw std::logic_error("engine: reset while units are in flight; recv them first");
   reset_seed_ = seed;
   reset_index_base_ = index_base;
-  dispatch(all_units_.data(), num_units_, kReset);
+  dispatch(all_units_.data(), num_units_, kReset, false);
   recv(finished_.data(), num_units_);
 }
 
 void Engine::step_all() {
   if (in_flight_ != 0) throw std::logic_error("engine: step while units are in flight; recv them first");
-  dispatch(all_units_.data(), num_units_, kStep);
+  // A synchronous caller has nothing else to do: it takes worker 0's place (worker 0
+  // stays asleep) and steps worker 0's units, so W workers mean W stepping threads,
+  // not W + 1 competing for the cores; recv() then helps with whatever is unclaimed.
+  dispatch(all_units_.data(), num_units_, kStep, true);
+  const int num_workers = static_cast<int>(workers_.size());
+  for (int u = 0; u < num_units_; u += num_workers) run_if_pending(u);
   recv(finished_.data(), num_units_);
 }
 

@@ -43,7 +43,7 @@ class Engine {
 
   // Seed every env from (seed, index_base + env index) and reset it; blocks.
   void reset_all(uint64_t seed, uint64_t index_base);
-  // Step every env once; blocks.
+  // Step every env once; blocks. The caller steps worker 0's share itself.
   void step_all();
   // Start stepping `count` units (ids in [0, num_units), none already in flight).
   void send(const int32_t* units, int count);
@@ -71,7 +71,7 @@ class Engine {
   };
 
   void worker_loop(Worker* worker);
-  void dispatch(const int32_t* units, int count, Command command);
+  void dispatch(const int32_t* units, int count, Command command, bool caller_is_worker0);
   void publish(int32_t unit);
   bool run_if_pending(int32_t unit);
   bool any_unclaimed() const;

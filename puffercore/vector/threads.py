@@ -25,7 +25,6 @@ from puffercore.vector.common import VectorEnv, check_count, merge_infos
 # so a steady loop never pays a wake-up; short enough that an idle vector env soon
 # costs no CPU.
 SPIN_NANOSECONDS = 100_000
-UNITS_PER_WORKER = 4
 
 
 class Threads(VectorEnv):
@@ -46,12 +45,7 @@ class Threads(VectorEnv):
                 f"num_envs={num_envs} must split into num_workers * (num_envs / batch_size) = "
                 f"{num_workers * num_batches} equal units (num_workers={num_workers}, batch_size={batch_size})"
             )
-        # Several units per worker and batch where the envs allow it: workers claim them
-        # one at a time, so the caller, instead of sleeping while it waits, steps the
-        # units no worker has reached yet, and a worker that loses its core holds up
-        # only a small unit.
-        units_per_worker = next(k for k in (UNITS_PER_WORKER, 2, 1) if (batch_size // num_workers) % k == 0)
-        num_units = num_workers * units_per_worker * num_batches
+        num_units = num_workers * num_batches
         cpus = _affinity(thread_affinity)
         self._default_seed = check_seed(seed)
 
@@ -82,7 +76,7 @@ class Threads(VectorEnv):
         self.num_workers = num_workers
         self.envs_per_unit = num_envs // num_units
         self.rows_per_unit = self.num_agents // num_units
-        self.units_per_batch = num_workers * units_per_worker
+        self.units_per_batch = num_workers
         self._engine = ThreadEngine(
             env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_NANOSECONDS, cpus
         )
