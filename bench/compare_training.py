@@ -1,0 +1,133 @@
+"""Training speed on CartPole-v1: puffercore PPO vs stable-baselines3 PPO, side by side.
+
+    python bench/compare_training.py              # both, one after the other
+    python bench/compare_training.py --only puffercore --seed 3
+
+Each side runs in its own subprocess (clean torch thread settings and imports) and
+stops when the mean return of its last 20 finished episodes reaches 475 (gymnasium's
+CartPole-v1 threshold) or at its step cap. Reported: wall-clock seconds from the start
+of training (env and policy creation included) to solved, env steps to solved, and
+end-to-end env steps per second; then the ratios.
+
+puffercore: `puffercore train cartpole`'s preset (ocean CartPole, a C env with the
+gymnasium dynamics). Its episode infos are per-batch means, so "last 20 episodes" is the
+last few batches' episodes covering at least 20 (see Trainer.recent_return).
+stable-baselines3: its rl-zoo tuned CartPole-v1 hyperparameters (8 envs, n_steps 32,
+batch 256, 20 epochs, gamma 0.98, GAE 0.8, lr and clip linearly decayed from 1e-3 and
+0.2, no entropy bonus) on gymnasium's CartPole-v1 with its default DummyVecEnv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+SOLVED = 475.0
+WINDOW = 20
+
+
+def run_puffercore(seed: int, max_steps: int) -> dict:
+    from puffercore.ppo import PPOConfig, train
+
+    start = time.perf_counter()
+    solved: dict = {}
+
+    def until(trainer) -> bool:
+        recent = trainer.recent_return()
+        if recent is not None and recent >= SOLVED:
+            solved.update(seconds=time.perf_counter() - start, steps=trainer.global_step)
+            return True
+        return False
+
+    config = PPOConfig.for_env("cartpole", seed=seed, total_timesteps=max_steps, quiet=True, tensorboard=False,
+                               checkpoint_interval=0, run_dir=os.path.join("runs", f"bench-cartpole-{seed}"))
+    trainer = train(config, "cartpole", until=until)
+    seconds = time.perf_counter() - start
+    return {"solved_seconds": solved.get("seconds"), "solved_steps": solved.get("steps"),
+            "steps": trainer.global_step, "seconds": seconds, "sps": trainer.global_step / seconds,
+            "final_return": trainer.recent_return(), "config": f"{config.num_envs} envs x {config.horizon} steps, "
+            f"minibatch {config.minibatch_size}, {config.update_epochs} epochs, backend {config.backend}"}
+
+
+def run_sb3(seed: int, max_steps: int) -> dict:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    def linear(initial: float):
+        return lambda progress_remaining: progress_remaining * initial
+
+    start = time.perf_counter()
+    solved: dict = {}
+
+    class StopWhenSolved(BaseCallback):
+        def _on_step(self) -> bool:
+            returns = [info["r"] for info in list(self.model.ep_info_buffer)[-WINDOW:]]
+            if len(returns) == WINDOW and sum(returns) / WINDOW >= SOLVED:
+                solved.update(seconds=time.perf_counter() - start, steps=self.num_timesteps)
+                return False
+            return True
+
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, device="cpu", verbose=0)
+    model.learn(total_timesteps=max_steps, callback=StopWhenSolved())
+    seconds = time.perf_counter() - start
+    returns = [info["r"] for info in list(model.ep_info_buffer)[-WINDOW:]]
+    return {"solved_seconds": solved.get("seconds"), "solved_steps": solved.get("steps"),
+            "steps": model.num_timesteps, "seconds": seconds, "sps": model.num_timesteps / seconds,
+            "final_return": sum(returns) / len(returns) if returns else None,
+            "config": "rl-zoo CartPole-v1: 8 envs x 32 steps, minibatch 256, 20 epochs, DummyVecEnv"}
+
+
+RUNNERS = {"puffercore": run_puffercore, "sb3": run_sb3}
+
+
+def _in_subprocess(name: str, seed: int, max_steps: int) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--only", name, "--seed", str(seed),
+               "--max-steps", str(max_steps), "--json"]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _format(value, pattern: str) -> str:
+    return "not solved" if value is None else format(value, pattern)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=sorted(RUNNERS), help="run one side in this process")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-steps", type=int, default=0, help="step cap per side (default 500k puffercore, 300k sb3)")
+    parser.add_argument("--json", action="store_true", help="print one JSON line (with --only)")
+    args = parser.parse_args()
+    caps = {"puffercore": args.max_steps or 500_000, "sb3": args.max_steps or 300_000}
+
+    if args.only:
+        result = RUNNERS[args.only](args.seed, caps[args.only])
+        print(json.dumps(result) if args.json else result)
+        return
+
+    print(f"CartPole-v1, solved = mean return of the last {WINDOW} episodes >= {SOLVED:g}; seed {args.seed}; "
+          f"{os.cpu_count()} CPUs (shared machine: other jobs may be running)")
+    results = {}
+    for name in RUNNERS:
+        results[name] = _in_subprocess(name, args.seed, caps[name])
+        result = results[name]
+        print(f"{name:>11}: solved in {_format(result['solved_seconds'], '.2f')} s, "
+              f"{_format(result['solved_steps'], ',')} steps; {result['sps']:,.0f} steps/s end to end "
+              f"({result['steps']:,} steps in {result['seconds']:.2f} s; last return "
+              f"{_format(result['final_return'], '.1f')}) [{result['config']}]", flush=True)
+    ours, theirs = results["puffercore"], results["sb3"]
+    if ours["solved_seconds"] and theirs["solved_seconds"]:
+        print(f"ratio sb3/puffercore: wall-clock to solve {theirs['solved_seconds'] / ours['solved_seconds']:.1f}x, "
+              f"steps to solve {theirs['solved_steps'] / ours['solved_steps']:.2f}x")
+    print(f"ratio puffercore/sb3: steps per second {ours['sps'] / theirs['sps']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

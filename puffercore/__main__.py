@@ -1,0 +1,186 @@
+"""The `puffercore` command (also `python -m puffercore`):
+
+    puffercore train cartpole                       # preset config, ocean CartPole
+    puffercore train snake --vec.backend threads --train.learning-rate 1e-3
+    puffercore train gymnasium:Acrobot-v1           # any gymnasium id
+    puffercore train --resume runs/cartpole-...     # continue from the run's checkpoint
+    puffercore eval cartpole --checkpoint runs/cartpole-.../checkpoint.pt --render
+    puffercore bench compare_training               # runs bench/compare_training.py
+    puffercore plot runs/cartpole-...               # learning_curve.png
+
+Every PPOConfig field is a flag, named --GROUP.FIELD (run-group fields have no prefix),
+with dashes or underscores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import runpy
+import sys
+
+from puffercore import logger, ppo
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _flag_names(field: dataclasses.Field) -> list[str]:
+    group = field.metadata["group"]
+    prefix = "" if group == "run" else f"{group}."
+    names = [f"--{prefix}{field.name.replace('_', '-')}"]
+    if "_" in field.name:
+        names.append(f"--{prefix}{field.name}")
+    return names
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for field in dataclasses.fields(ppo.PPOConfig):
+        group = field.metadata["group"]
+        if group not in groups:
+            groups[group] = parser.add_argument_group(f"{group} options")
+        kind = type(field.default)
+        extra = {"nargs": "?", "const": True, "type": _parse_bool, "metavar": "BOOL"} if kind is bool else {"type": kind}
+        if field.metadata["choices"]:
+            extra["choices"] = field.metadata["choices"]
+        groups[group].add_argument(
+            *_flag_names(field), dest=field.name, default=None,
+            help=f"{field.metadata['help']} (default {field.default!r}, or the env preset)", **extra,
+        )
+
+
+def _config_overrides(args: argparse.Namespace) -> dict:
+    return {field.name: getattr(args, field.name) for field in dataclasses.fields(ppo.PPOConfig)
+            if getattr(args, field.name) is not None}
+
+
+def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    overrides = _config_overrides(args)
+    if args.resume:
+        if overrides or args.env:
+            parser.error("--resume continues a run with its saved env and config; give no env and no config flags")
+        trainer = ppo.train(None, resume=args.resume)
+    else:
+        if not args.env:
+            parser.error("give an env (e.g. cartpole, snake, gymnasium:Acrobot-v1) or --resume RUN_DIR")
+        config = ppo.PPOConfig.for_env(args.env, **overrides)
+        config.validate()
+        trainer = ppo.train(config, args.env)
+    print(f"run directory: {trainer.run_dir}")
+
+
+def _eval(args: argparse.Namespace) -> None:
+    frames = []
+
+    def show(observation, reward):
+        frames.append(_ascii_frame(args.env, observation, reward))
+
+    returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed,
+                           greedy=not args.sample, on_step=show if args.render else None)
+    if args.render:
+        print("\n\n".join(frames[-args.render_steps:]))
+    mean = sum(returns) / len(returns)
+    print(f"{args.env}: {len(returns)} episodes, mean return {mean:.2f}, "
+          f"min {min(returns):.2f}, max {max(returns):.2f}")
+    print("returns:", " ".join(f"{value:.1f}" for value in returns))
+
+
+def _ascii_frame(env: str, observation, reward: float) -> str:
+    """A text picture of one observation: CartPole's cart and pole, grid envs' cells,
+    other envs' numbers."""
+    if env == "cartpole":
+        x, theta = float(observation[0]), float(observation[2])
+        width = 41
+        cart = min(width - 1, max(0, int(round((x + 2.4) / 4.8 * (width - 1)))))
+        lean = "/" if theta > 0.05 else "\\" if theta < -0.05 else "|"
+        return "\n".join([" " * cart + lean, "-" * cart + "#" + "-" * (width - 1 - cart),
+                          f"x={x:+.3f} theta={theta:+.3f} reward={reward:.1f}"])
+    size = int(round(len(observation) ** 0.5))
+    if observation.dtype.kind == "u" and size * size == len(observation):
+        symbols = ".o#@*%"
+        rows = observation.reshape(size, size)
+        return "\n".join("".join(symbols[min(int(v), len(symbols) - 1)] for v in row) for row in rows) + \
+            f"\nreward={reward:.1f}"
+    return " ".join(f"{float(v):+.3f}" for v in observation) + f"  reward={reward:.1f}"
+
+
+def _bench_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ppo.__file__))), "bench")
+
+
+def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    directory = _bench_dir()
+    scripts = sorted(name[:-3] for name in os.listdir(directory) if name.endswith(".py")) if os.path.isdir(directory) else []
+    if not scripts:
+        parser.error(f"no benchmark scripts found in {directory} (they ship with the source checkout)")
+    if args.script not in scripts:
+        parser.error(f"unknown benchmark {args.script!r}; choose from {scripts}")
+    sys.argv = [os.path.join(directory, args.script + ".py"), *args.script_args]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+def _plot(args: argparse.Namespace) -> None:
+    print(logger.plot(args.run_dir, args.output, metric=args.metric))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="puffercore", description="puffercore: train, evaluate and benchmark RL agents")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser("train", help="train PPO on an env", description=(
+        "Train PPO. ENV: cartpole, snake, squared, memory or gymnasium:<id>. Settings start from "
+        "the env's preset; every field below overrides it."))
+    train.add_argument("env", nargs="?", help="env name")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
+    _add_config_flags(train)
+
+    evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
+        "Play episodes with a trained policy and print their returns (and an ASCII render)."))
+    evaluate.add_argument("env", help="the env the checkpoint was trained on (for the render)")
+    evaluate.add_argument("--checkpoint", required=True, help="checkpoint.pt or its run directory")
+    evaluate.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
+    evaluate.add_argument("--seed", type=int, default=0, help="env seed (default 0)")
+    evaluate.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
+    evaluate.add_argument("--render", action="store_true", help="print ASCII frames of the last steps")
+    evaluate.add_argument("--render-steps", type=int, default=5, help="frames to print with --render (default 5)")
+
+    bench = commands.add_parser("bench", help="run a benchmark script from bench/", description=(
+        "Run bench/SCRIPT.py with the remaining arguments, e.g. `puffercore bench compare_training`."))
+    bench.add_argument("script", help="script name in bench/ without .py")
+    bench.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+
+    plot = commands.add_parser("plot", help="write a PNG learning curve of a run", description=(
+        "Plot a metric of RUN_DIR/metrics.csv against env steps into a PNG."))
+    plot.add_argument("run_dir", help="a run directory (with metrics.csv)")
+    plot.add_argument("--metric", default="episode_return", help="column to plot (default episode_return)")
+    plot.add_argument("--output", help="PNG path (default RUN_DIR/learning_curve.png)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command_parser = parser._subparsers._group_actions[0].choices[args.command]
+    try:
+        if args.command == "train":
+            _train(args, command_parser)
+        elif args.command == "eval":
+            _eval(args)
+        elif args.command == "bench":
+            _bench(args, command_parser)
+        else:
+            _plot(args)
+    except (ValueError, FileNotFoundError) as error:
+        command_parser.error(str(error))
+
+
+if __name__ == "__main__":
+    main()

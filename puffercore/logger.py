@@ -1,0 +1,152 @@
+"""Metrics for trainers: each `log(step, scalars)` goes to a CSV file in the run
+directory, to TensorBoard event files (when tensorboard is installed) and to Weights &
+Biases (only when asked for and installed). `console_view` renders the same dict for a
+terminal.
+
+    logger = Logger(run_dir, config=asdict(config))
+    logger.log(global_step, {"episode_return": 21.5, "loss/policy": 0.01})
+    logger.close()
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+from typing import Any
+
+CSV_NAME = "metrics.csv"
+STEP_COLUMN = "step"
+
+
+class Logger:
+    """`resume_step`: when continuing a run, CSV rows logged after this step (by a run
+    that crashed after its last checkpoint) are dropped so the file reads as one run."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        config: dict[str, Any] | None = None,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        resume_step: int | None = None,
+        quiet: bool = False,
+    ):
+        self.run_dir = os.fspath(run_dir)
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.csv_path = os.path.join(self.run_dir, CSV_NAME)
+        self._columns: list[str] = [STEP_COLUMN]
+        self._rows: list[dict[str, Any]] = []
+        if resume_step is not None and os.path.isfile(self.csv_path):
+            self._rows = [row for row in read_csv(self.csv_path) if row[STEP_COLUMN] <= resume_step]
+            for row in self._rows:
+                self._columns += [key for key in row if key not in self._columns]
+        self._rewrite_csv()
+
+        self._tensorboard = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                if not quiet:
+                    print("tensorboard is not installed: skipping TensorBoard logs (pip install tensorboard)", file=sys.stderr)
+            else:
+                self._tensorboard = SummaryWriter(self.run_dir, purge_step=resume_step)
+        self._wandb = None
+        if wandb_project:
+            try:
+                import wandb
+            except ImportError as error:
+                raise RuntimeError("wandb_project was given but wandb is not installed (pip install wandb)") from error
+            self._wandb = wandb.init(project=wandb_project, config=config, dir=self.run_dir)
+
+    def log(self, step: int, scalars: dict[str, float]) -> None:
+        row = {STEP_COLUMN: int(step), **{key: float(value) for key, value in scalars.items()}}
+        new_columns = [key for key in row if key not in self._columns]
+        self._rows.append(row)
+        if new_columns:
+            self._columns += new_columns
+            self._rewrite_csv()
+        else:
+            with open(self.csv_path, "a", newline="") as file:
+                csv.DictWriter(file, self._columns).writerow(row)
+        if self._tensorboard is not None:
+            for key, value in scalars.items():
+                self._tensorboard.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(dict(scalars), step=step)
+
+    def _rewrite_csv(self) -> None:
+        with open(self.csv_path, "w", newline="") as file:
+            writer = csv.DictWriter(file, self._columns)
+            writer.writeheader()
+            writer.writerows(self._rows)
+
+    def close(self) -> None:
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+            self._tensorboard = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def read_csv(path: str | os.PathLike) -> list[dict[str, float]]:
+    """Rows of a metrics CSV as dicts of floats (missing cells left out), step as int."""
+    rows = []
+    with open(path, newline="") as file:
+        for raw in csv.DictReader(file):
+            row = {key: float(value) for key, value in raw.items() if value not in ("", None)}
+            row[STEP_COLUMN] = int(row[STEP_COLUMN])
+            rows.append(row)
+    return rows
+
+
+def console_view(title: str, scalars: dict[str, float], progress: float | None = None, width: int = 30) -> str:
+    """A block of text for a terminal: a title, an optional progress bar and the scalars
+    in two columns, grouped by the prefix before '/'."""
+    lines = [title]
+    if progress is not None:
+        filled = int(round(width * min(max(progress, 0.0), 1.0)))
+        lines.append(f"[{'#' * filled}{'.' * (width - filled)}] {100 * progress:5.1f}%")
+    cells = [f"{key:<24}{_format(value):>12}" for key, value in scalars.items()]
+    for index in range(0, len(cells), 2):
+        lines.append("  ".join(cells[index : index + 2]))
+    return "\n".join(lines)
+
+
+def _format(value: float) -> str:
+    if isinstance(value, int) or (math.isfinite(value) and value == int(value) and abs(value) < 1e12):
+        return f"{int(value):,}"
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        return f"{value:.3e}"
+    return f"{value:.4f}"
+
+
+def plot(run_dir: str | os.PathLike, output: str | os.PathLike | None = None,
+         metric: str = "episode_return") -> str:
+    """Write a PNG learning curve (`metric` against env steps) of a run directory's
+    metrics CSV; returns the PNG path (default RUN_DIR/learning_curve.png)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    csv_path = os.path.join(os.fspath(run_dir), CSV_NAME)
+    if not os.path.isfile(csv_path):
+        raise FileNotFoundError(f"{run_dir} has no {CSV_NAME}; is it a puffercore run directory?")
+    rows = [row for row in read_csv(csv_path) if metric in row]
+    if not rows:
+        raise ValueError(f"{csv_path} has no values for {metric!r}")
+    output = os.fspath(output) if output else os.path.join(os.fspath(run_dir), "learning_curve.png")
+    figure, axis = plt.subplots(figsize=(7, 4))
+    axis.plot([row[STEP_COLUMN] for row in rows], [row[metric] for row in rows])
+    axis.set_xlabel("env steps")
+    axis.set_ylabel(metric)
+    axis.set_title(os.path.basename(os.path.abspath(run_dir)))
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+    return output

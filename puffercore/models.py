@@ -1,0 +1,224 @@
+"""Policies for puffercore's trainers: an MLP (optionally followed by an LSTM cell) with a
+value head and an action head for Discrete, MultiDiscrete or Box actions.
+
+    policy = Policy(vec.single_observation_space, vec.single_action_space,
+                    observation_tree=vec.observation_tree, hidden_size=64, lstm=False)
+    out = policy(observations, state)          # out.params, out.value, out.state
+    actions, log_prob = policy.head.sample(out.params, generator)
+    log_prob, entropy = policy.head.evaluate(out.params, actions)
+
+Initialisation follows the PPO implementation details (Huang et al. 2022): orthogonal
+weights with gain sqrt(2) for hidden layers, 0.01 for the policy head (near-uniform
+first actions), 1.0 for the value head, zero biases. Distributions are written out by
+hand so that sampling takes a `torch.Generator`: the trainer's random stream is then
+one named, checkpointable generator instead of torch's global state.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def layer_init(layer: nn.Module, gain: float) -> nn.Module:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class PolicyOutput(NamedTuple):
+    params: torch.Tensor  # logits (masked) or Gaussian means, [batch, head size]
+    value: torch.Tensor  # [batch]
+    state: tuple[torch.Tensor, torch.Tensor] | None  # LSTM (h, c) after this step
+
+
+class ActionHead:
+    """Sampling, log-probabilities and entropies for one flat action space.
+
+    Discrete and MultiDiscrete actions are categorical over logits (one block of logits
+    per MultiDiscrete dimension, independent); `start` offsets are added so actions are
+    the env's values. Box actions are a Gaussian with a state-independent log-std; the
+    sampled (unclipped) action is what log-probabilities refer to, and `to_env` clips it
+    to the bounds (clipping inside the distribution would bias its log-probability)."""
+
+    def __init__(self, action_space: gymnasium.Space):
+        self.space = action_space
+        if isinstance(action_space, spaces.Discrete):
+            self.nvec = [int(action_space.n)]
+            self.start = torch.tensor([int(action_space.start)])
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            if action_space.nvec.ndim != 1:
+                raise ValueError(f"MultiDiscrete action spaces must be 1-D, got nvec shape {action_space.nvec.shape}")
+            self.nvec = [int(n) for n in action_space.nvec]
+            self.start = torch.as_tensor(action_space.start, dtype=torch.int64)
+        elif isinstance(action_space, spaces.Box):
+            if len(action_space.shape) != 1:
+                raise ValueError(f"Box action spaces must be 1-D, got shape {action_space.shape}")
+            self.nvec = None
+            self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
+            self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        else:
+            raise TypeError(f"action space must be Discrete, MultiDiscrete or Box, got {action_space}")
+        self.is_continuous = self.nvec is None
+        self.size = int(action_space.shape[0]) if self.is_continuous else sum(self.nvec)
+        # Stored per step in rollouts: one int per categorical dimension, or the Box vector.
+        self.action_shape = () if isinstance(action_space, spaces.Discrete) else (len(self.nvec or action_space.low),)
+        self.action_dtype = torch.float32 if self.is_continuous else torch.int64
+
+    def sample(self, params: torch.Tensor, log_std: torch.Tensor | None, generator: torch.Generator):
+        if self.is_continuous:
+            noise = torch.randn(params.shape, generator=generator, device=params.device)
+            actions = params + log_std.exp() * noise
+            return actions, self.evaluate(params, log_std, actions)[0]
+        indices = [
+            torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+            for logits in params.split(self.nvec, dim=-1)
+        ]
+        actions = torch.stack(indices, dim=-1) + self.start.to(params.device)
+        if not self.action_shape:
+            actions = actions.squeeze(-1)
+        return actions, self.evaluate(params, log_std, actions)[0]
+
+    def evaluate(self, params: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor):
+        """(log_prob, entropy) of `actions` under `params`, each [batch]."""
+        if self.is_continuous:
+            log_std = log_std.expand_as(params)
+            log_prob = -0.5 * ((actions - params) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
+            entropy = 0.5 + 0.5 * math.log(2 * math.pi) + log_std
+            return log_prob.sum(-1), entropy.sum(-1)
+        indices = (actions.reshape(actions.shape[0], -1) - self.start.to(actions.device)).long()
+        log_prob = torch.zeros(params.shape[0], device=params.device)
+        entropy = torch.zeros(params.shape[0], device=params.device)
+        for dim, logits in enumerate(params.split(self.nvec, dim=-1)):
+            log_probs = torch.log_softmax(logits, dim=-1)
+            log_prob = log_prob + log_probs.gather(-1, indices[:, dim : dim + 1]).squeeze(-1)
+            # Masked logits give probability 0 and a huge negative log-prob; 0 * that is 0.
+            entropy = entropy - (log_probs.exp() * log_probs).sum(-1)
+        return log_prob, entropy
+
+    def to_env(self, actions: torch.Tensor) -> np.ndarray:
+        if self.is_continuous:
+            actions = torch.maximum(torch.minimum(actions, self.high.to(actions.device)), self.low.to(actions.device))
+            return actions.cpu().numpy()
+        return actions.to(torch.int32).cpu().numpy()
+
+
+class Policy(nn.Module):
+    """MLP encoder -> optional LSTM cell -> policy and value heads.
+
+    Observations are rows of the flat observation space (any dtype; cast to float).
+    With `observation_tree` (from puffercore.emulation) rows of mixed-dtype leaves are
+    decoded leaf by leaf, and a leaf named `action_mask` masks the logits: masked actions
+    get probability exactly 0, so they are never sampled."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        action_space: gymnasium.Space,
+        observation_tree=None,
+        hidden_size: int = 64,
+        num_layers: int = 2,
+        activation: str = "tanh",
+        lstm: bool = False,
+        forget_bias: float = 0.0,
+    ):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        if num_layers < 1 or hidden_size < 1:
+            raise ValueError(f"num_layers and hidden_size must be >= 1, got {num_layers} and {hidden_size}")
+        self.observation_tree = observation_tree
+        self.mask_leaf = _find_action_mask(observation_tree)
+        self.decode_leaves = observation_tree is not None and observation_tree.is_bytes
+        input_size = int(np.prod(observation_space.shape))
+        if self.decode_leaves:
+            input_size = sum(int(np.prod(leaf.shape)) for leaf in observation_tree.leaves)
+        self.head = ActionHead(action_space)
+        if self.mask_leaf is not None and self.head.size != int(np.prod(self.mask_leaf.shape)):
+            raise ValueError(
+                f"the action_mask leaf has {int(np.prod(self.mask_leaf.shape))} entries but the action space "
+                f"{action_space} has {self.head.size} logits"
+            )
+
+        layers, width = [], input_size
+        for _ in range(num_layers):
+            layers += [layer_init(nn.Linear(width, hidden_size), math.sqrt(2)), ACTIVATIONS[activation]()]
+            width = hidden_size
+        self.encoder = nn.Sequential(*layers)
+        self.lstm = None
+        if lstm:
+            self.lstm = nn.LSTMCell(hidden_size, hidden_size)
+            for name, parameter in self.lstm.named_parameters():
+                if "weight" in name:
+                    nn.init.orthogonal_(parameter, 1.0)
+                else:
+                    nn.init.zeros_(parameter)
+            # Gate order i, f, g, o: a positive forget bias keeps memory by default.
+            self.lstm.bias_ih.data[hidden_size : 2 * hidden_size] = forget_bias
+        self.actor = layer_init(nn.Linear(hidden_size, self.head.size), 0.01)
+        self.critic = layer_init(nn.Linear(hidden_size, 1), 1.0)
+        self.log_std = nn.Parameter(torch.zeros(self.head.size)) if self.head.is_continuous else None
+
+    @property
+    def hidden_size(self) -> int:
+        return self.actor.in_features
+
+    def initial_state(self, batch: int, device) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if self.lstm is None:
+            return None
+        zeros = torch.zeros(batch, self.hidden_size, device=device)
+        return zeros, zeros.clone()
+
+    def features(self, observations: torch.Tensor) -> torch.Tensor:
+        if self.decode_leaves:
+            leaves = _flatten_structure(self.observation_tree.unflatten(observations))
+            return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)
+        return observations.reshape(observations.shape[0], -1).float()
+
+    def forward(self, observations: torch.Tensor, state=None) -> PolicyOutput:
+        hidden = self.encoder(self.features(observations))
+        if self.lstm is not None:
+            state = self.lstm(hidden, state)
+            hidden = state[0]
+        params = self.actor(hidden)
+        if self.mask_leaf is not None:
+            mask = observations[..., self.mask_leaf.start : self.mask_leaf.stop]
+            if self.observation_tree.is_bytes:
+                mask = mask.view(_torch_dtype(self.mask_leaf.dtype))
+            params = params.masked_fill(mask.reshape(params.shape) == 0, torch.finfo(params.dtype).min)
+        return PolicyOutput(params, self.critic(hidden).squeeze(-1), state)
+
+    def sample(self, out: PolicyOutput, generator: torch.Generator):
+        return self.head.sample(out.params, self.log_std, generator)
+
+    def evaluate(self, out: PolicyOutput, actions: torch.Tensor):
+        return self.head.evaluate(out.params, self.log_std, actions)
+
+
+def _find_action_mask(observation_tree):
+    if observation_tree is None:
+        return None
+    masks = [leaf for leaf in observation_tree.leaves if leaf.path and leaf.path[-1] == "action_mask"]
+    if len(masks) > 1:
+        raise ValueError(f"the observation tree has {len(masks)} action_mask leaves; expected at most one")
+    return masks[0] if masks else None
+
+
+def _flatten_structure(structure) -> list:
+    if isinstance(structure, dict):
+        return [leaf for value in structure.values() for leaf in _flatten_structure(value)]
+    if isinstance(structure, tuple):
+        return [leaf for value in structure for leaf in _flatten_structure(value)]
+    return [structure]
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype)).dtype

@@ -1,0 +1,826 @@
+"""Proximal Policy Optimization (Schulman et al. 2017) on puffercore vector envs, in one
+file, top to bottom:
+
+1. `PPOConfig`: every hyperparameter, with per-env presets (`PRESETS`).
+2. Envs: names (`cartpole`, `snake`, `squared`, `memory`, `gymnasium:<id>`) -> vector envs.
+3. Rollout storage `[N, T + 1]` with `transition_view` and `iterate_minibatches`.
+4. `Trainer`: collection (staggered batches, rows indexed by env_ids), GAE, the PPO
+   update, metrics and checkpoints.
+5. `train`, `evaluate`: what the command line calls.
+
+    from puffercore.ppo import PPOConfig, train
+    trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000))
+
+Exact resume. Checkpoints are taken at rollout boundaries every `checkpoint_interval`
+updates. Env state in general cannot be snapshotted (a C env struct array, a gymnasium
+env in another process), so instead every checkpoint period starts with a deterministic
+env reset seeded by (env seed, update): the uninterrupted run does the same reset as the
+resumed one, and model, optimizer, RNG streams and counters come from the checkpoint, so
+on CPU a resumed run ends bitwise identical to an uninterrupted one. The price is that
+episodes in flight are cut every checkpoint period; that is harmless for learning (each
+rollout row already bootstraps V(last observation)) when a period spans many episode
+lengths (default 100 updates), and `checkpoint_interval = 0` turns it off.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+import gymnasium
+import numpy as np
+import torch
+
+import puffercore.vector
+from puffercore import advantage, checkpoint, logger
+from puffercore.memory import Memory
+from puffercore.env import derive_seed
+from puffercore.models import Policy
+
+
+# ---------------------------------------------------------------------------------------
+# 1. Configuration
+# ---------------------------------------------------------------------------------------
+def _option(default, group: str, help: str, choices: tuple | None = None):
+    """A config field with its command-line group (flag --GROUP.NAME; the `run` group's
+    flags have no prefix) and help text."""
+    return dataclasses.field(default=default, metadata={"group": group, "help": help, "choices": choices})
+
+
+@dataclasses.dataclass
+class PPOConfig:
+    # run
+    seed: int = _option(1, "run", "run seed; spawns the named seeds for envs, torch and sampling")
+    total_timesteps: int = _option(500_000, "run", "env transitions to train on")
+    device: str = _option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
+    torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
+    run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
+    checkpoint_interval: int = _option(100, "run", "updates between checkpoints (and env re-seeds); 0: only at the end")
+    log_interval: float = _option(1.0, "run", "seconds between metric rows and console refreshes")
+    tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
+    wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
+    quiet: bool = _option(False, "run", "no console view")
+    # vec
+    backend: str = _option("serial", "vec", "vector backend", ("serial", "threads", "processes"))
+    num_envs: int = _option(8, "vec", "envs stepped in parallel")
+    num_workers: int = _option(0, "vec", "env worker threads/processes; 0: the backend's default")
+    batch_size: int = _option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")
+    # train
+    horizon: int = _option(128, "train", "steps per env per rollout (T)")
+    learning_rate: float = _option(2.5e-4, "train", "Adam learning rate")
+    anneal_lr: bool = _option(True, "train", "decay the learning rate linearly to 0")
+    gamma: float = _option(0.99, "train", "discount")
+    gae_lambda: float = _option(0.95, "train", "GAE lambda")
+    minibatch_size: int = _option(256, "train", "transitions per minibatch (whole rows for LSTM/prioritized)")
+    update_epochs: int = _option(4, "train", "passes over each rollout")
+    norm_adv: bool = _option(True, "train", "normalise advantages per minibatch")
+    clip_coef: float = _option(0.2, "train", "policy ratio clip")
+    clip_vloss: bool = _option(True, "train", "clip the value loss around the old values")
+    ent_coef: float = _option(0.01, "train", "entropy bonus")
+    vf_coef: float = _option(0.5, "train", "value loss weight")
+    max_grad_norm: float = _option(0.5, "train", "global gradient norm clip")
+    target_kl: float = _option(0.0, "train", "stop the update when approx KL exceeds it; 0: never")
+    prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
+    prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
+    # policy
+    hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
+    num_layers: int = _option(2, "policy", "hidden layers of the MLP")
+    activation: str = _option("tanh", "policy", "hidden activation", ("tanh", "relu"))
+    lstm: bool = _option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
+    forget_bias: float = _option(1.0, "policy", "initial LSTM forget-gate bias")
+
+    @classmethod
+    def for_env(cls, env: str, **overrides) -> "PPOConfig":
+        """The config for `env`: defaults, then the env's preset, then `overrides`."""
+        check_env_name(env)
+        preset = GYMNASIUM_PRESET if env.startswith(GYMNASIUM_PREFIX) else PRESETS.get(env, {})
+        values = {**preset, **overrides}
+        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown PPOConfig fields: {unknown}")
+        return cls(**values)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        def require(ok: bool, name: str, expected: str) -> None:
+            if not ok:
+                raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}")
+
+        for field in dataclasses.fields(self):
+            value, kind = getattr(self, field.name), type(field.default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, field.name, float(value))
+            elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
+            choices = field.metadata["choices"]
+            if choices and value not in choices:
+                raise ValueError(f"{field.name} must be one of {list(choices)}, got {value!r}")
+        for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size", "num_layers"):
+            require(getattr(self, name) >= 1, name, "a positive int")
+        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size"):
+            require(getattr(self, name) >= 0, name, "a non-negative int")
+        for name in ("gamma", "gae_lambda", "prio_beta0"):
+            require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
+        for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+            require(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "a positive number")
+        for name in ("ent_coef", "vf_coef", "target_kl", "prio_alpha", "log_interval"):
+            require(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "a non-negative number")
+        require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",
+                f"0 or a divisor of num_envs={self.num_envs}")
+        try:
+            torch.device(self.device)
+        except RuntimeError:
+            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
+
+
+# Per-env overrides of the defaults. Native envs use the threads backend where this
+# installation has it. CartPole is tuned for wall-clock time to solve on a small CPU:
+# many envs, short rollouts, big minibatches, a small MLP (bench/compare_training.py).
+_NATIVE_BACKEND = "threads" if "threads" in puffercore.vector.BACKENDS else "serial"
+PRESETS: dict[str, dict[str, Any]] = {
+    "cartpole": dict(
+        total_timesteps=500_000, num_envs=256, horizon=16, minibatch_size=2048, update_epochs=4,
+        learning_rate=1e-2, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
+    ),
+    "memory": dict(
+        total_timesteps=150_000, num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,
+        learning_rate=3e-3, hidden_size=32, ent_coef=0.01, gamma=0.9, lstm=True,
+    ),
+    "snake": dict(
+        total_timesteps=5_000_000, backend=_NATIVE_BACKEND, num_envs=512, horizon=64, minibatch_size=8192,
+        learning_rate=3e-3, hidden_size=128,
+    ),
+    "squared": dict(
+        total_timesteps=1_000_000, backend=_NATIVE_BACKEND, num_envs=256, horizon=32, minibatch_size=4096,
+        learning_rate=3e-3, hidden_size=64,
+    ),
+}
+
+
+# Python (gymnasium) envs step in worker processes where this installation has them.
+GYMNASIUM_PRESET: dict[str, Any] = {"backend": "processes" if "processes" in puffercore.vector.BACKENDS else "serial"}
+
+
+# ---------------------------------------------------------------------------------------
+# 2. Envs
+# ---------------------------------------------------------------------------------------
+NATIVE_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared"}
+GYMNASIUM_PREFIX = "gymnasium:"
+
+
+def check_env_name(env: str) -> None:
+    if not isinstance(env, str):
+        raise ValueError(f"env must be a string, got {env!r}")
+    if env.startswith(GYMNASIUM_PREFIX):
+        env_id = env[len(GYMNASIUM_PREFIX):]
+        if env_id not in gymnasium.registry:
+            raise ValueError(f"unknown gymnasium env id {env_id!r} in env={env!r}")
+        return
+    if env not in (*NATIVE_ENVS, "memory"):
+        raise ValueError(
+            f"unknown env {env!r}; expected one of {sorted([*NATIVE_ENVS, 'memory'])} or "
+            f"'{GYMNASIUM_PREFIX}<id>' (e.g. {GYMNASIUM_PREFIX}Acrobot-v1)"
+        )
+
+
+def _vectorized_class(name: str):
+    """The multi-env PufferEnv class of a built-in env, or None where puffercore.ocean
+    is not built."""
+    if name == "memory":
+        return Memory
+    try:
+        import puffercore.ocean as ocean
+    except ImportError:
+        return None
+    return getattr(ocean, NATIVE_ENVS[name], None)
+
+
+def _make_gymnasium(env_id: str):
+    return gymnasium.make(env_id)
+
+
+def make_vector(env: str, config: PPOConfig, seed: int):
+    """The vector env for `env` under `config`. CartPole falls back to gymnasium's
+    CartPole-v1 where puffercore.ocean is not built."""
+    check_env_name(env)
+    backend = config.backend
+    if backend not in puffercore.vector.BACKENDS:
+        raise ValueError(f"backend {backend!r} is not available in this installation; have {sorted(puffercore.vector.BACKENDS)}")
+    num_workers = config.num_workers or None
+    batch_size = config.batch_size or None
+    env_class = None if env.startswith(GYMNASIUM_PREFIX) else _vectorized_class(env)
+    if env_class is None:
+        if env != "cartpole" and not env.startswith(GYMNASIUM_PREFIX):
+            raise ValueError(f"env {env!r} needs puffercore.ocean, which this installation lacks")
+        if backend == "threads":
+            raise ValueError(f"env {env!r} is a Python env; the threads backend steps native envs only (use serial or processes)")
+        env_id = "CartPole-v1" if env == "cartpole" else env[len(GYMNASIUM_PREFIX):]
+        return puffercore.vector.make(functools.partial(_make_gymnasium, env_id), config.num_envs, backend=backend,
+                                      num_workers=num_workers, batch_size=batch_size, seed=seed)
+    if backend == "threads":
+        if env_class is Memory:
+            raise ValueError("env 'memory' is a Python env; the threads backend steps native envs only (use serial)")
+        return puffercore.vector.make(env_class, config.num_envs, backend="threads", num_workers=num_workers,
+                                      batch_size=batch_size, seed=seed)
+    # serial/processes: each creator env is a block of sub-envs, one block per batch.
+    blocks = config.num_envs // (config.batch_size or config.num_envs)
+    creator = functools.partial(env_class, num_envs=config.num_envs // blocks)
+    return puffercore.vector.make(creator, blocks, backend=backend, num_workers=num_workers,
+                                  batch_size=1 if blocks > 1 else None, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Rollout storage
+# ---------------------------------------------------------------------------------------
+# obs, value and mask have one entry per observation (slot T: the bootstrap); the other
+# [N, T + 1] fields are per transition, and their slot T is padding (the trainer parks
+# the next rollout's first action there).
+ROW_FIELDS = ("state_h", "state_c")  # LSTM state at slot 0, [N, hidden]
+
+
+def allocate_rollout(rows: int, horizon: int, observation_space, policy: Policy, device) -> dict[str, torch.Tensor]:
+    """Preallocated `[rows, horizon + 1, ...]` rollout on `device`."""
+    slots = (rows, horizon + 1)
+    obs_dtype = torch.from_numpy(np.empty(0, observation_space.dtype)).dtype
+    head = policy.head
+    rollout = {
+        "obs": torch.zeros(*slots, *observation_space.shape, dtype=obs_dtype, device=device),
+        "value": torch.zeros(slots, device=device),
+        "mask": torch.zeros(slots, dtype=torch.bool, device=device),
+        "action": torch.zeros(*slots, *head.action_shape, dtype=head.action_dtype, device=device),
+        "log_prob": torch.zeros(slots, device=device),
+        "reward": torch.zeros(slots, device=device),
+        "terminal": torch.zeros(slots, dtype=torch.bool, device=device),
+        "truncation": torch.zeros(slots, dtype=torch.bool, device=device),
+        "final_value": torch.zeros(slots, device=device),
+    }
+    if policy.lstm is not None:
+        rollout["state_h"] = torch.zeros(rows, policy.hidden_size, device=device)
+        rollout["state_c"] = torch.zeros(rows, policy.hidden_size, device=device)
+    return rollout
+
+
+def transition_view(rollout: dict[str, torch.Tensor], flatten: bool = False) -> dict[str, torch.Tensor]:
+    """The first T steps of every `[N, T + 1, ...]` field (transition-aligned: obs/value
+    at t with the action, reward and flags of transition t), plus fields that are already
+    `[N, T]` (advantage, return) and per-row fields (LSTM state). `flatten`: merge N and
+    T into one leading dim (per-row fields are left out)."""
+    horizon = rollout["reward"].shape[1] - 1
+    view = {}
+    for name, tensor in rollout.items():
+        if name in ROW_FIELDS:
+            if not flatten:
+                view[name] = tensor
+            continue
+        if tensor.shape[1] == horizon + 1:
+            tensor = tensor[:, :horizon]
+        view[name] = tensor.reshape(-1, *tensor.shape[2:]) if flatten else tensor
+    return view
+
+
+def iterate_minibatches(batch: dict[str, torch.Tensor], minibatch_size: int, generator: torch.Generator,
+                        order: torch.Tensor | None = None) -> Iterator[dict[str, torch.Tensor]]:
+    """Minibatches over the leading dim of every field (transitions of a flattened view,
+    or rows of an unflattened one): in `order` (default a fresh shuffle), `minibatch_size`
+    at a time, the last one possibly smaller. Each minibatch also carries "index", the
+    positions it took."""
+    count = next(iter(batch.values())).shape[0]
+    if order is None:
+        device = next(iter(batch.values())).device
+        order = torch.randperm(count, generator=generator).to(device)
+    for start in range(0, len(order), minibatch_size):
+        index = order[start : start + minibatch_size]
+        yield {"index": index, **{name: tensor[index] for name, tensor in batch.items()}}
+
+
+# ---------------------------------------------------------------------------------------
+# 4. Trainer
+# ---------------------------------------------------------------------------------------
+SEED_NAMES = ("envs", "torch", "sampling")
+
+
+def named_seeds(run_seed: int) -> dict[str, int]:
+    """One child seed per name, spawned from the run seed (NumPy SeedSequence), so each
+    random stream can be replayed or varied alone."""
+    children = np.random.SeedSequence(run_seed).spawn(len(SEED_NAMES))
+    return {name: int(child.generate_state(1, np.uint64)[0] >> np.uint64(1)) for name, child in zip(SEED_NAMES, children)}
+
+
+class Trainer:
+    def __init__(self, env: str, config: PPOConfig, run_dir: str | None = None):
+        config.validate()
+        self.env_name, self.config = env, config
+        self.device = torch.device(config.device)
+        self.seeds = named_seeds(config.seed)
+        self.vec = make_vector(env, config, self.seeds["envs"])
+        try:
+            self._setup(run_dir)
+        except BaseException:
+            self.vec.close()
+            raise
+
+    def _setup(self, run_dir: str | None) -> None:
+        config, vec = self.config, self.vec
+        torch.set_num_threads(config.torch_threads or _free_cores(vec))
+        torch.manual_seed(self.seeds["torch"])  # weight init
+        self.policy = Policy(
+            vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None),
+            hidden_size=config.hidden_size, num_layers=config.num_layers, activation=config.activation,
+            lstm=config.lstm, forget_bias=config.forget_bias,
+        ).to(self.device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5)
+        self.action_rng = torch.Generator(self.device).manual_seed(self.seeds["torch"])
+        self.sampling_rng = torch.Generator().manual_seed(self.seeds["sampling"])
+
+        self.rows, horizon = vec.num_agents, config.horizon
+        self.rollout = allocate_rollout(self.rows, horizon, vec.single_observation_space, self.policy, self.device)
+        self.transitions_per_update = self.rows * horizon
+        self.num_updates = max(1, config.total_timesteps // self.transitions_per_update)
+        if config.minibatch_size > self.transitions_per_update:
+            raise ValueError(
+                f"minibatch_size={config.minibatch_size} exceeds the transitions of one rollout "
+                f"({self.rows} rows x horizon {horizon} = {self.transitions_per_update})"
+            )
+        # Per-row collection state: next slot to write (horizon + 1: full), whether the
+        # row stepped past a full rollout (its slot-T action was not kept), LSTM state.
+        self.position = np.zeros(self.rows, np.int64)
+        self.ran_ahead = np.zeros(self.rows, np.bool_)
+        self.state = self.policy.initial_state(self.rows, self.device)
+        self.carry_state = self.policy.initial_state(self.rows, self.device)
+
+        self.update = 0
+        self.global_step = 0
+        self.timers = {"env": 0.0, "inference": 0.0, "learn": 0.0}
+        self.recent_episodes: collections.deque = collections.deque()  # (mean return, count)
+        self.episode_sums: dict[str, float] = {}
+        self.episode_counts: dict[str, float] = {}
+        self.losses: dict[str, float] = {}
+        self.run_dir = run_dir or self.config.run_dir or os.path.join(
+            "runs", f"{self.env_name.replace(':', '-')}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+    # ---- collection ---------------------------------------------------------------------
+    def reset_envs(self) -> None:
+        """Start a checkpoint period: every env reset with a seed fixed by (env seed,
+        update), every row at slot 0 with a fresh recurrent state."""
+        self.vec.async_reset(seed=derive_seed(self.seeds["envs"], self.update) % 2**63)
+        self.position[:] = 0
+        self.ran_ahead[:] = False
+        if self.state is not None:
+            for tensor in (*self.state, *self.carry_state):
+                tensor.zero_()
+
+    def _start_rollout(self) -> None:
+        """Rows that filled their last rollout exactly already hold the first step of this
+        one in slot T (observation, value, action, log-prob); move it to slot 0."""
+        full = self.position == self.config.horizon + 1
+        carried = full & ~self.ran_ahead
+        if carried.any():
+            index = torch.as_tensor(np.flatnonzero(carried), device=self.device)
+            for name in ("obs", "value", "mask", "action", "log_prob"):
+                self.rollout[name][index, 0] = self.rollout[name][index, -1]
+            if self.state is not None:
+                self.rollout["state_h"][index] = self.carry_state[0][index]
+                self.rollout["state_c"][index] = self.carry_state[1][index]
+        self.position[carried] = 1
+        self.position[full & self.ran_ahead] = 0
+        self.ran_ahead[:] = False
+
+    def collect(self) -> None:
+        """Fill every row of the rollout: recv a batch, store what it says about the
+        previous transition and the new observation, act, send. While the policy runs on
+        one batch, the backend steps the others."""
+        self._start_rollout()
+        horizon = self.config.horizon
+        while (self.position <= horizon).any():
+            start = time.perf_counter()
+            obs, rewards, terminals, truncations, info, env_ids, masks = self.vec.recv()
+            received = time.perf_counter()
+            self._record_info(info)
+            actions = self._step_rows(self._rows_of(env_ids, len(obs)), obs, rewards, terminals, truncations, masks)
+            inferred = time.perf_counter()
+            self.vec.send(actions)
+            self.timers["env"] += (received - start) + (time.perf_counter() - inferred)
+            self.timers["inference"] += inferred - received
+
+    def _rows_of(self, env_ids: np.ndarray, count: int) -> np.ndarray | slice:
+        """Storage rows of a batch: env_ids index envs of `count // len(env_ids)` rows."""
+        per_env = count // len(env_ids)
+        first, last = int(env_ids[0]), int(env_ids[-1])
+        if last - first + 1 == len(env_ids):
+            return slice(first * per_env, (last + 1) * per_env)
+        return (np.asarray(env_ids)[:, None] * per_env + np.arange(per_env)).ravel()
+
+    @torch.no_grad()
+    def _step_rows(self, rows, obs, rewards, terminals, truncations, masks) -> np.ndarray:
+        """One batch of the collection loop; returns the actions to send. Usually every
+        row of a batch is at the same slot (basic indexing); rows at different slots (a
+        threads backend mixing batches) take the scattered path."""
+        horizon, rollout, device = self.config.horizon, self.rollout, self.device
+        row_ids = np.arange(self.rows)[rows]
+        row_index = rows if isinstance(rows, slice) else torch.as_tensor(rows, device=device)
+        position = self.position[rows]
+        same_slot = bool(position[0] == position[-1] and (position == position[0]).all())
+
+        def write(fields: dict, slots: np.ndarray, selected: np.ndarray) -> None:
+            if same_slot:
+                if selected[0]:
+                    for name, value in fields.items():
+                        rollout[name][row_index, int(slots[0])] = value
+                return
+            index = (torch.as_tensor(row_ids[selected], device=device), torch.as_tensor(slots[selected], device=device))
+            chosen = torch.as_tensor(selected, device=device)
+            for name, value in fields.items():
+                rollout[name][index] = value[chosen]
+
+        state = None
+        if self.state is not None:
+            state_before_reset = (self.state[0][row_index], self.state[1][row_index])
+            keep = torch.as_tensor(~(terminals | truncations), device=device).float()[:, None]
+            state = (state_before_reset[0] * keep, state_before_reset[1] * keep)
+
+        # The transition that led here sits in slot position - 1 (none for slot 0; not
+        # kept for rows that already filled this rollout).
+        has_previous = (position >= 1) & (position <= horizon)
+        if has_previous.any():
+            write({"reward": torch.as_tensor(rewards, device=device),
+                   "terminal": torch.as_tensor(terminals, device=device),
+                   "truncation": torch.as_tensor(truncations, device=device)}, position - 1, has_previous)
+            truncated = np.flatnonzero(truncations & has_previous)
+            if truncated.size:
+                # Truncations bootstrap from V(final observation), before the autoreset.
+                final_obs = torch.as_tensor(self.vec.final_observations[row_ids[truncated]], device=device)
+                final_state = None
+                if state is not None:
+                    at = torch.as_tensor(truncated, device=device)
+                    final_state = (state_before_reset[0][at], state_before_reset[1][at])
+                rollout["final_value"][torch.as_tensor(row_ids[truncated], device=device),
+                                       torch.as_tensor(position[truncated] - 1, device=device)] = \
+                    self.policy(final_obs, final_state).value
+
+        obs = torch.as_tensor(obs, device=device)
+        out = self.policy(obs, state)
+        actions, log_prob = self.policy.sample(out, self.action_rng)
+        # This observation and the action taken on it (in slot T: the next rollout's first).
+        write({"obs": obs, "value": out.value, "mask": torch.as_tensor(masks, device=device),
+               "action": actions, "log_prob": log_prob}, position, position <= horizon)
+        if state is not None:
+            self.state[0][row_index], self.state[1][row_index] = out.state
+            for slot, (h, c) in ((0, (rollout["state_h"], rollout["state_c"])), (horizon, self.carry_state)):
+                at = np.flatnonzero(position == slot)
+                if at.size:
+                    target, source = torch.as_tensor(row_ids[at], device=device), torch.as_tensor(at, device=device)
+                    h[target], c[target] = state[0][source], state[1][source]
+        self.ran_ahead[rows] |= position > horizon
+        self.position[rows] = np.minimum(position + 1, horizon + 1)
+        return self.policy.head.to_env(actions)
+
+    def _record_info(self, info: dict) -> None:
+        episodes = info.get("episodes", 0.0)
+        if not episodes:
+            return
+        for key, value in info.items():
+            if key != "episodes":
+                self.episode_sums[key] = self.episode_sums.get(key, 0.0) + value * episodes
+                self.episode_counts[key] = self.episode_counts.get(key, 0.0) + episodes
+        if "episode_return" in info:
+            self.recent_episodes.append((info["episode_return"], episodes))
+            while sum(count for _, count in self.recent_episodes) - self.recent_episodes[0][1] >= RECENT_EPISODES:
+                self.recent_episodes.popleft()
+
+    def recent_return(self) -> float | None:
+        """Mean return of about the last RECENT_EPISODES episodes (infos report per-batch
+        means, so the window holds whole batches covering at least that many)."""
+        total = sum(count for _, count in self.recent_episodes)
+        if total < RECENT_EPISODES:
+            return None
+        return sum(mean * count for mean, count in self.recent_episodes) / total
+
+    # ---- learning -----------------------------------------------------------------------
+    def compute_advantages(self) -> None:
+        rollout, config = self.rollout, self.config
+        horizon = config.horizon
+        live = rollout["mask"][:, :horizon]
+        rewards = (rollout["reward"][:, :horizon] * live).contiguous()
+        rollout["advantage"], rollout["return"] = advantage.compute(
+            rollout["value"], rewards, rollout["terminal"][:, :horizon].contiguous(),
+            rollout["truncation"][:, :horizon].contiguous(), rollout["final_value"][:, :horizon].contiguous(),
+            gamma=config.gamma, lam=config.gae_lambda,
+        )
+
+    def learn(self) -> None:
+        config, rollout = self.config, self.rollout
+        if config.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = config.learning_rate * (1.0 - self.update / self.num_updates)
+        self.compute_advantages()
+        by_rows = config.lstm or config.prio_alpha > 0
+        batch = transition_view(rollout, flatten=not by_rows)
+        rows_per_minibatch = max(1, config.minibatch_size // config.horizon)
+        minibatch_size = rows_per_minibatch if by_rows else config.minibatch_size
+
+        weights_all = None
+        if config.prio_alpha > 0:
+            beta = config.prio_beta0 + (1.0 - config.prio_beta0) * self.update / max(1, self.num_updates - 1)
+            probability, weights_all = row_priorities(batch["advantage"], batch["mask"], config.prio_alpha, beta)
+
+        stats = collections.defaultdict(float)
+        minibatches = 0
+        stop = False
+        for _ in range(config.update_epochs):
+            order = None
+            if weights_all is not None:
+                order = torch.multinomial(probability.cpu(), self.rows, replacement=True,
+                                          generator=self.sampling_rng).to(self.device)
+            for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order):
+                weights = None if weights_all is None else weights_all[minibatch["index"]][:, None]
+                losses = self._minibatch_loss(minibatch, by_rows, weights)
+                self.optimizer.zero_grad()
+                losses["loss"].backward()
+                stats["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm))
+                self.optimizer.step()
+                for key, value in losses.items():
+                    stats[key] += float(value.detach())
+                minibatches += 1
+                if config.target_kl and float(losses["approx_kl"]) > config.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        self.losses = {f"loss/{key}": value / minibatches for key, value in stats.items()}
+        values, returns = batch["value"], batch["return"]
+        variance = float(returns.var())
+        self.losses["loss/explained_variance"] = math.nan if variance == 0 else 1 - float((returns - values).var()) / variance
+        self.losses["learning_rate"] = self.optimizer.param_groups[0]["lr"]
+
+    def _minibatch_loss(self, minibatch: dict, by_rows: bool, weights) -> dict[str, torch.Tensor]:
+        config = self.config
+        if by_rows:
+            out_params, values = self._replay_rows(minibatch)
+            new_log_prob, entropy = self.policy.head.evaluate(
+                out_params.reshape(-1, out_params.shape[-1]), self.policy.log_std,
+                minibatch["action"].reshape(-1, *minibatch["action"].shape[2:]))
+            flat = {key: minibatch[key].reshape(-1) for key in ("log_prob", "advantage", "return", "value", "mask")}
+            new_value = values.reshape(-1)
+            if weights is not None:
+                weights = weights.expand_as(minibatch["advantage"]).reshape(-1)
+        else:
+            out = self.policy(minibatch["obs"])
+            new_log_prob, entropy = self.policy.evaluate(out, minibatch["action"])
+            flat, new_value = minibatch, out.value
+
+        live = flat["mask"].float()
+        count = live.sum().clamp(min=1.0)
+
+        def masked_mean(x):
+            return (x * live).sum() / count
+
+        log_ratio = new_log_prob - flat["log_prob"]
+        ratio = log_ratio.exp()
+        advantages = flat["advantage"]
+        if config.norm_adv:
+            mean = masked_mean(advantages)
+            std = masked_mean((advantages - mean) ** 2).sqrt()
+            advantages = (advantages - mean) / (std + 1e-8)
+        if weights is not None:
+            advantages = advantages * weights
+        policy_loss = masked_mean(torch.max(-advantages * ratio,
+                                            -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)))
+        if config.clip_vloss:
+            clipped = flat["value"] + (new_value - flat["value"]).clamp(-config.clip_coef, config.clip_coef)
+            value_loss = 0.5 * masked_mean(torch.max((new_value - flat["return"]) ** 2, (clipped - flat["return"]) ** 2))
+        else:
+            value_loss = 0.5 * masked_mean((new_value - flat["return"]) ** 2)
+        entropy_loss = masked_mean(entropy)
+        loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
+        with torch.no_grad():
+            approx_kl = masked_mean((ratio - 1) - log_ratio)
+            clip_fraction = masked_mean(((ratio - 1).abs() > config.clip_coef).float())
+        return {"loss": loss, "policy": policy_loss.detach(), "value": value_loss.detach(),
+                "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
+
+    def _replay_rows(self, minibatch: dict):
+        """Re-run the policy along whole rows from their stored initial state, resetting
+        the state after every episode end, as collection did."""
+        obs = minibatch["obs"]
+        rows, horizon = obs.shape[0], obs.shape[1]
+        state = (minibatch["state_h"], minibatch["state_c"]) if self.policy.lstm is not None else None
+        params, values = [], []
+        for t in range(horizon):
+            if state is not None and t > 0:
+                keep = (~(minibatch["terminal"][:, t - 1] | minibatch["truncation"][:, t - 1])).float()[:, None]
+                state = (state[0] * keep, state[1] * keep)
+            out = self.policy(obs[:, t], state)
+            state = out.state
+            params.append(out.params)
+            values.append(out.value)
+        return torch.stack(params, 1), torch.stack(values, 1)
+
+    # ---- run state ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": "puffercore.ppo/1",
+            "env": self.env_name,
+            "config": dataclasses.asdict(self.config),
+            "seeds": self.seeds,
+            "model": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": {"action": self.action_rng.get_state(), "sampling": self.sampling_rng.get_state(),
+                    "torch": torch.get_rng_state(), "numpy": np.random.get_state()},
+            "counters": {"update": self.update, "global_step": self.global_step,
+                         "timers": dict(self.timers)},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.action_rng.set_state(state["rng"]["action"])
+        self.sampling_rng.set_state(state["rng"]["sampling"])
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        self.update = state["counters"]["update"]
+        self.global_step = state["counters"]["global_step"]
+        self.timers = dict(state["counters"]["timers"])
+
+    def save_checkpoint(self) -> str:
+        path = os.path.join(self.run_dir, CHECKPOINT_NAME)
+        checkpoint.save(path, self.state_dict())
+        return path
+
+    def metrics(self, elapsed: float) -> dict[str, float]:
+        scalars = {"update": self.update, "sps": self.global_step / max(elapsed, 1e-9)}
+        for key, total in self.episode_sums.items():
+            scalars[key] = total / self.episode_counts[key]
+        recent = self.recent_return()
+        if recent is not None:
+            scalars["recent_return"] = recent
+        scalars.update(self.losses)
+        busy = sum(self.timers.values()) or 1.0
+        scalars.update({f"time/{name}": value / busy for name, value in self.timers.items()})
+        self.episode_sums, self.episode_counts = {}, {}
+        return scalars
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+def row_priorities(advantages: torch.Tensor, mask: torch.Tensor, alpha: float, beta: float):
+    """Prioritized rows: sampling probabilities p ~ (sum_t |A|)^alpha over the rows of
+    `advantages` [N, T] (padding entries excluded), and importance weights (N p)^-beta
+    normalised by their max (rows with p = 0 are never drawn; their weight is 0)."""
+    priority = (advantages.abs() * mask).sum(1).pow(alpha)
+    total = priority.sum()
+    probability = priority / total if total > 0 else torch.full_like(priority, 1.0 / len(priority))
+    weights = torch.where(probability > 0, (len(probability) * probability).pow(-beta), torch.zeros_like(probability))
+    return probability, weights / weights.max()
+
+
+CHECKPOINT_NAME = "checkpoint.pt"
+RECENT_EPISODES = 20
+
+
+def _free_cores(vec) -> int:
+    """Torch threads: the cores left after the env workers and the main thread, which
+    steps serial envs and hands batches to the engine (at least one). Oversubscribing
+    makes torch's intra-op threads spin against the env workers: on 2 loaded cores, two
+    torch threads made small-MLP inference 4x slower than one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores - 1 - (getattr(vec, "num_workers", 0) or 0))
+
+
+# ---------------------------------------------------------------------------------------
+# 5. Entry points
+# ---------------------------------------------------------------------------------------
+def train(config: PPOConfig, env: str = "cartpole", resume: str | None = None, stop_after: int | None = None,
+          until: Callable[[Trainer], bool] | None = None) -> Trainer:
+    """Train PPO on `env`; returns the (closed) Trainer. `resume`: a run directory to
+    continue from its checkpoint, with its saved env and config (`config` is ignored).
+    `stop_after`: end after that many updates of this call (checkpointing as at the end),
+    as a preempted job would. `until(trainer)`: checked after each update; True ends the
+    run early (benchmarks stop at a target return)."""
+    saved = None
+    if resume is not None:
+        saved = checkpoint.load(os.path.join(resume, CHECKPOINT_NAME))
+        env, config = saved["env"], PPOConfig(**saved["config"])
+    trainer = Trainer(env, config, run_dir=resume)
+    try:
+        if saved is not None:
+            trainer.load_state_dict(saved)
+        _run(trainer, stop_after, until, resumed=saved is not None)
+    finally:
+        trainer.close()
+    return trainer
+
+
+def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
+    config = trainer.config
+    os.makedirs(trainer.run_dir, exist_ok=True)
+    with open(os.path.join(trainer.run_dir, "seeds.json"), "w") as file:
+        json.dump({"run": config.seed, **trainer.seeds}, file, indent=2)
+    with open(os.path.join(trainer.run_dir, "config.json"), "w") as file:
+        json.dump({"env": trainer.env_name, **dataclasses.asdict(config)}, file, indent=2)
+    metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
+                            wandb_project=config.wandb_project or None,
+                            resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
+    interactive = sys.stdout.isatty() and not config.quiet
+    start = time.perf_counter() - sum(trainer.timers.values())
+    last_log = time.perf_counter()
+    first_update = trainer.update
+    try:
+        while trainer.update < trainer.num_updates:
+            if trainer.update == first_update or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
+                trainer.reset_envs()
+            trainer.collect()
+            learn_start = time.perf_counter()
+            trainer.learn()
+            trainer.timers["learn"] += time.perf_counter() - learn_start
+            trainer.update += 1
+            trainer.global_step += trainer.transitions_per_update
+
+            finished = trainer.update == trainer.num_updates
+            stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or (until and until(trainer))
+            if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
+                trainer.save_checkpoint()
+            if finished or stopped or time.perf_counter() - last_log >= config.log_interval:
+                last_log = time.perf_counter()
+                scalars = trainer.metrics(time.perf_counter() - start)
+                metrics.log(trainer.global_step, scalars)
+                if not config.quiet:
+                    title = (f"puffercore PPO | {trainer.env_name} | step {trainer.global_step:,}/"
+                             f"{trainer.num_updates * trainer.transitions_per_update:,} | {trainer.run_dir}")
+                    view = logger.console_view(title, scalars, trainer.update / trainer.num_updates)
+                    print(("\x1b[2J\x1b[H" if interactive else "") + view + "\n", flush=True)
+            if stopped:
+                break
+    finally:
+        metrics.close()
+
+
+def load_policy(path: str, device: str = "cpu") -> tuple[Policy, dict]:
+    """The policy of a checkpoint file (or a run directory), and the checkpoint."""
+    if os.path.isdir(path):
+        path = os.path.join(path, CHECKPOINT_NAME)
+    state = checkpoint.load(path, map_location=device)
+    config = PPOConfig(**state["config"])
+    probe = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
+                                                         backend="serial"), seed=0)
+    try:
+        policy = Policy(probe.single_observation_space, probe.single_action_space,
+                        getattr(probe, "observation_tree", None), hidden_size=config.hidden_size,
+                        num_layers=config.num_layers, activation=config.activation, lstm=config.lstm,
+                        forget_bias=config.forget_bias).to(device)
+    finally:
+        probe.close()
+    policy.load_state_dict(state["model"])
+    return policy, state
+
+
+@torch.no_grad()
+def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
+             on_step: Callable[[np.ndarray, float], None] | None = None) -> list[float]:
+    """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
+    one env (every agent row of a multi-agent env counts its own episodes). greedy: the
+    most likely action (or the Gaussian mean) instead of a sample. `on_step(observation,
+    reward)` sees row 0 at each step, e.g. to render it."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be a positive int, got {episodes!r}")
+    policy, state = load_policy(path)
+    config = PPOConfig(**state["config"])
+    vec = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
+                                                       backend="serial"), seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    returns: list[float] = []
+    try:
+        obs, _ = vec.reset(seed=seed)
+        episode_returns = np.zeros(vec.num_agents)
+        recurrent = policy.initial_state(vec.num_agents, "cpu")
+        while len(returns) < episodes:
+            live = vec.masks.copy()
+            out = policy(torch.as_tensor(obs), recurrent)
+            actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
+            obs, rewards, terminals, truncations, _ = vec.step(policy.head.to_env(actions))
+            done = (terminals | truncations) & live
+            episode_returns += rewards * live
+            if on_step is not None:
+                on_step(vec.final_observations[0] if done[0] else obs[0], float(rewards[0]))
+            returns += episode_returns[done].tolist()
+            episode_returns[done] = 0.0
+            recurrent = None if out.state is None else tuple(
+                part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
+    finally:
+        vec.close()
+    return returns[:episodes]
+
+
+def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:
+    head = policy.head
+    if head.is_continuous:
+        return params
+    indices = torch.stack([logits.argmax(-1) for logits in params.split(head.nvec, dim=-1)], dim=-1)
+    actions = indices + head.start
+    return actions if head.action_shape else actions.squeeze(-1)

@@ -1,0 +1,397 @@
+"""PPO trainer: storage and minibatches, action heads against torch.distributions,
+masks, prioritized rows, config and CLI errors, learning, exact resume, LSTM memory."""
+
+import dataclasses
+import json
+import os
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+import puffercore.emulation
+import puffercore.vector
+from puffercore import checkpoint, logger, ppo
+from puffercore.__main__ import main
+from puffercore.memory import Memory
+from puffercore.models import ActionHead, Policy
+from puffercore.ppo import PPOConfig
+
+
+def small_config(**overrides) -> PPOConfig:
+    values = dict(num_envs=8, horizon=16, minibatch_size=64, update_epochs=2, hidden_size=16,
+                  total_timesteps=8 * 16 * 4, quiet=True, tensorboard=False, checkpoint_interval=2)
+    return PPOConfig(**{**values, **overrides})
+
+
+# ---- storage ------------------------------------------------------------------------------
+def test_rollout_storage_and_transition_view_shapes():
+    policy = Policy(spaces.Box(-1, 1, (3,), np.float32), spaces.MultiDiscrete([2, 3]), lstm=True, hidden_size=8)
+    rollout = ppo.allocate_rollout(5, 7, spaces.Box(-1, 1, (3,), np.float32), policy, "cpu")
+    assert rollout["obs"].shape == (5, 8, 3)
+    assert rollout["value"].shape == (5, 8)
+    assert rollout["action"].shape == (5, 8, 2) and rollout["action"].dtype == torch.int64
+    assert rollout["state_h"].shape == (5, 8)  # per row: [N, hidden], hidden == T + 1 here on purpose
+    rollout["advantage"] = torch.zeros(5, 7)
+    view = ppo.transition_view(rollout)
+    assert view["obs"].shape == (5, 7, 3) and view["reward"].shape == (5, 7) and view["advantage"].shape == (5, 7)
+    assert view["state_h"].shape == (5, 8)
+    rollout["obs"][2, 3] = 9.0
+    assert view["obs"][2, 3, 0] == 9.0  # a view, not a copy
+    flat = ppo.transition_view(rollout, flatten=True)
+    assert flat["obs"].shape == (35, 3) and flat["action"].shape == (35, 2) and "state_h" not in flat
+    assert flat["obs"][2 * 7 + 3, 0] == 9.0
+
+
+def test_iterate_minibatches_covers_every_transition_once():
+    batch = {"x": torch.arange(10), "y": torch.arange(10) * 2}
+    seen = []
+    for minibatch in ppo.iterate_minibatches(batch, 4, torch.Generator().manual_seed(0)):
+        assert torch.equal(minibatch["y"], minibatch["x"] * 2)
+        assert len(minibatch["x"]) <= 4
+        seen += minibatch["x"].tolist()
+    assert sorted(seen) == list(range(10)) and seen != list(range(10))
+
+
+# ---- action heads --------------------------------------------------------------------------
+def test_categorical_heads_match_torch_distributions():
+    head = ActionHead(spaces.MultiDiscrete([3, 2], start=[1, -1]))
+    logits = torch.randn(6, 5)
+    actions, log_prob = head.sample(logits, None, torch.Generator().manual_seed(0))
+    assert actions.shape == (6, 2)
+    assert ((actions[:, 0] >= 1) & (actions[:, 0] <= 3)).all() and ((actions[:, 1] >= -1) & (actions[:, 1] <= 0)).all()
+    first, second = torch.distributions.Categorical(logits=logits[:, :3]), torch.distributions.Categorical(logits=logits[:, 3:])
+    expected = first.log_prob(actions[:, 0] - 1) + second.log_prob(actions[:, 1] + 1)
+    torch.testing.assert_close(log_prob, expected)
+    torch.testing.assert_close(head.evaluate(logits, None, actions)[1], first.entropy() + second.entropy())
+
+
+def test_gaussian_head_matches_normal_and_clips_to_bounds():
+    head = ActionHead(spaces.Box(-0.5, 0.5, (2,), np.float32))
+    mean, log_std = torch.zeros(1000, 2), torch.tensor([0.3, -0.2])
+    actions, log_prob = head.sample(mean, log_std, torch.Generator().manual_seed(0))
+    reference = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(head.evaluate(mean, log_std, actions)[1], reference.entropy().sum(-1))
+    env_actions = head.to_env(actions)
+    assert (np.abs(actions.numpy()) > 0.5).any() and np.abs(env_actions).max() <= 0.5
+
+
+def test_policy_initialisation_gains():
+    policy = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=64)
+    hidden = policy.encoder[0].weight
+    # Orthogonal with gain g: W W^T = g^2 I (4 inputs < 64 outputs: columns orthonormal).
+    torch.testing.assert_close(hidden.T @ hidden, 2.0 * torch.eye(4), atol=1e-5, rtol=0)
+    torch.testing.assert_close(policy.actor.weight @ policy.actor.weight.T, 1e-4 * torch.eye(2), atol=1e-8, rtol=0)
+    assert float(policy.critic.weight.detach().norm()) == pytest.approx(1.0, abs=1e-5)
+    assert all(float(layer.bias.detach().abs().max()) == 0 for layer in (policy.encoder[0], policy.actor, policy.critic))
+    recurrent = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=8, lstm=True, forget_bias=1.0)
+    assert recurrent.lstm.bias_ih[8:16].eq(1.0).all() and recurrent.lstm.bias_ih[:8].eq(0).all()
+
+
+# ---- action masks --------------------------------------------------------------------------
+class MaskedChoice(gymnasium.Env):
+    """Pick one of 6 actions; only those in the observed action_mask are legal (a random,
+    non-empty subset each step). An illegal action is counted, never raised, so that a
+    test can assert the count stays 0 through training. Reward 1 for action 0 if legal."""
+
+    illegal = 0
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({
+            "position": spaces.Box(0, 1, (2,), np.float32),
+            "action_mask": spaces.MultiBinary(6),
+        })
+        self.action_space = spaces.Discrete(6)
+
+    def _observe(self):
+        self.mask = (self.np_random.random(6) < 0.4).astype(np.int8)
+        self.mask[self.np_random.integers(6)] = 1
+        return {"position": self.np_random.random(2).astype(np.float32), "action_mask": self.mask}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        if not self.mask[action]:
+            MaskedChoice.illegal += 1
+        reward = float(action == 0)
+        self.steps += 1
+        return self._observe(), reward, False, self.steps >= 10, {}
+
+
+def test_action_masks_never_let_an_illegal_action_through(monkeypatch):
+    tree = puffercore.emulation.SpaceTree(MaskedChoice().observation_space)
+    assert tree.is_bytes  # float32 and int8 leaves share one byte row
+    policy = Policy(tree.flat_space, spaces.Discrete(6), observation_tree=tree, hidden_size=8)
+    rng = np.random.default_rng(0)
+    rows = np.zeros((4096, tree.size), np.uint8)
+    masks = (rng.random((4096, 6)) < 0.3).astype(np.int8)
+    masks[np.arange(4096), rng.integers(6, size=4096)] = 1
+    tree.flatten({"position": rng.random((4096, 2)).astype(np.float32), "action_mask": masks}, out=rows)
+    with torch.no_grad():
+        out = policy(torch.as_tensor(rows))
+        actions, _ = policy.sample(out, torch.Generator().manual_seed(0))
+    assert masks[np.arange(4096), actions.numpy()].all()
+
+    monkeypatch.setattr(ppo, "_make_gymnasium", lambda env_id: MaskedChoice())
+    monkeypatch.setattr(MaskedChoice, "illegal", 0)
+    monkeypatch.setitem(gymnasium.registry, "MaskedChoice-v0", gymnasium.registry["CartPole-v1"])
+    trainer = ppo.train(small_config(total_timesteps=8 * 16 * 3), "gymnasium:MaskedChoice-v0")
+    assert trainer.global_step == 8 * 16 * 3
+    assert MaskedChoice.illegal == 0
+
+
+# ---- losses with padding rows ---------------------------------------------------------------
+def test_padding_rows_are_left_out_of_the_loss(tmp_path):
+    trainer = ppo.Trainer("memory", small_config(run_dir=str(tmp_path)))
+    try:
+        generator = torch.Generator().manual_seed(1)
+        live = {
+            "obs": torch.rand(12, 3, generator=generator), "action": torch.randint(0, 2, (12,), generator=generator),
+            "log_prob": -torch.rand(12, generator=generator), "advantage": torch.randn(12, generator=generator),
+            "return": torch.randn(12, generator=generator), "value": torch.randn(12, generator=generator),
+            "mask": torch.ones(12, dtype=torch.bool),
+        }
+        padding = {key: value[:5].clone() for key, value in live.items()}
+        padding.update(advantage=torch.full((5,), 1e6), **{"return": torch.full((5,), -1e6)},
+                       mask=torch.zeros(5, dtype=torch.bool))
+        mixed = {key: torch.cat([live[key], padding[key]]) for key in live}
+        expected = trainer._minibatch_loss(live, by_rows=False, weights=None)
+        got = trainer._minibatch_loss(mixed, by_rows=False, weights=None)
+        for key in ("loss", "policy", "value", "entropy", "approx_kl"):
+            torch.testing.assert_close(got[key], expected[key])
+    finally:
+        trainer.close()
+
+
+# ---- prioritized rows -----------------------------------------------------------------------
+def test_prioritized_rows_follow_advantage_mass():
+    advantages = torch.tensor([[1.0, -1.0], [0.0, 0.5], [3.0, 1.0], [0.0, 0.0]])
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    probability, weights = ppo.row_priorities(advantages, mask, alpha=1.0, beta=0.5)
+    torch.testing.assert_close(probability, torch.tensor([2.0, 0.5, 4.0, 0.0]) / 6.5, atol=1e-6, rtol=0)
+    # (N p)^-beta, normalised by the max: row 1 has the smallest nonzero p, the largest weight.
+    expected = (4 * probability[:3]) ** -0.5
+    torch.testing.assert_close(weights[:3], expected / expected.max())
+    draws = torch.multinomial(probability, 20000, replacement=True, generator=torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(draws, minlength=4).float() / 20000
+    torch.testing.assert_close(frequencies, probability, atol=0.02, rtol=0)
+
+
+def test_prioritized_training_runs(tmp_path):
+    trainer = ppo.train(small_config(prio_alpha=0.6, run_dir=str(tmp_path)), "cartpole")
+    assert trainer.update == trainer.num_updates
+    assert np.isfinite(trainer.losses["loss/loss"])
+
+
+# ---- collection -----------------------------------------------------------------------------
+@pytest.mark.parametrize("batch_size", [0, 4])
+def test_rollout_rows_are_aligned_trajectories(tmp_path, batch_size):
+    """With the Memory env every step is checkable: a cue appears, `delay` steps later the
+    query, and the transition taken on the query observation terminates with reward +-1.
+    This holds across rollout boundaries (carried slot) and with staggered batches."""
+    config = small_config(batch_size=batch_size, horizon=7, minibatch_size=28, run_dir=str(tmp_path))
+    trainer = ppo.Trainer("memory", config)
+    try:
+        trainer.reset_envs()
+        for _ in range(3):
+            trainer.collect()
+            rollout = ppo.transition_view(trainer.rollout)
+            query = rollout["obs"][..., 2] == 1
+            assert torch.equal(rollout["terminal"], query)
+            assert torch.equal(rollout["reward"].abs() == 1, query)
+            cue = rollout["obs"][..., :2].sum(-1) == 1
+            # A query is `delay` (4) steps after a cue, within a row when both are stored.
+            assert torch.equal(query[:, 4:], cue[:, :-4])
+            assert (trainer.position == config.horizon + 1).all()
+    finally:
+        trainer.close()
+
+
+# ---- config and CLI errors ------------------------------------------------------------------
+@pytest.mark.parametrize("overrides, message", [
+    (dict(gamma=1.5), "gamma must be in [0, 1]"),
+    (dict(num_envs=0), "num_envs must be a positive int"),
+    (dict(batch_size=3), "batch_size must be 0 or a divisor of num_envs=8"),
+    (dict(backend="gpu"), "backend must be one of"),
+    (dict(learning_rate=float("nan")), "learning_rate must be a positive number"),
+    (dict(activation="sigmoid"), "activation must be one of"),
+    (dict(horizon="16"), "horizon must be a int"),
+])
+def test_config_errors_are_clear(overrides, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        small_config(**overrides).validate()
+
+
+def test_env_and_rollout_size_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown env 'pong'"):
+        PPOConfig.for_env("pong")
+    with pytest.raises(ValueError, match="unknown gymnasium env id 'Nope-v9'"):
+        PPOConfig.for_env("gymnasium:Nope-v9")
+    with pytest.raises(ValueError, match="unknown PPOConfig fields: \\['lr'\\]"):
+        PPOConfig.for_env("cartpole", lr=0.1)
+    with pytest.raises(ValueError, match="minibatch_size=4096 exceeds the transitions of one rollout"):
+        ppo.Trainer("memory", small_config(minibatch_size=4096, run_dir=str(tmp_path)))
+
+
+def test_cli_reports_config_errors(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "pong"])
+    assert exit_info.value.code == 2 and "unknown env 'pong'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "cartpole", "--train.gamma", "2"])
+    assert "gamma must be in [0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "cartpole", "--policy.lstm", "maybe"])
+    assert "expected true or false" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "no_such_script"])
+    assert "unknown benchmark 'no_such_script'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [[], ["train"], ["eval"], ["bench"], ["plot"]])
+def test_cli_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: puffercore" in text
+    if command == ["train"]:
+        assert "--train.learning-rate" in text and "--vec.backend" in text and "--policy.lstm" in text
+
+
+# ---- learning, run state, resume ------------------------------------------------------------
+def test_cartpole_learns(tmp_path):
+    config = PPOConfig.for_env("cartpole", total_timesteps=40_000, num_envs=8, horizon=32, minibatch_size=256,
+                               update_epochs=10, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, hidden_size=64,
+                               quiet=True, tensorboard=False, run_dir=str(tmp_path), log_interval=0.0)
+    trainer = ppo.train(config, "cartpole")
+    rows = logger.read_csv(tmp_path / "metrics.csv")
+    returns = [row["episode_return"] for row in rows if "episode_return" in row]
+    assert returns[0] < 40  # random play: about 22
+    assert max(returns[-3:]) > 150, returns
+    assert trainer.global_step == rows[-1]["step"]
+
+
+def test_resume_is_bitwise_identical(tmp_path):
+    config = small_config(total_timesteps=8 * 16 * 6, checkpoint_interval=2, lstm=True)
+    whole = ppo.train(dataclasses.replace(config, run_dir=str(tmp_path / "whole")), "memory")
+    interrupted_dir = str(tmp_path / "interrupted")
+    first = ppo.train(dataclasses.replace(config, run_dir=interrupted_dir), "memory", stop_after=4)
+    assert first.update == 4
+    resumed = ppo.train(None, resume=interrupted_dir)
+    assert resumed.update == whole.update == 6 and resumed.global_step == whole.global_step
+
+    a = checkpoint.load(tmp_path / "whole" / ppo.CHECKPOINT_NAME)
+    b = checkpoint.load(os.path.join(interrupted_dir, ppo.CHECKPOINT_NAME))
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    for key in ("action", "sampling", "torch"):
+        assert torch.equal(a["rng"][key], b["rng"][key])
+    for index, state in a["optimizer"]["state"].items():
+        assert torch.equal(state["exp_avg_sq"], b["optimizer"]["state"][index]["exp_avg_sq"])
+    with open(os.path.join(interrupted_dir, "seeds.json")) as file:
+        assert json.load(file) == {"run": config.seed, **ppo.named_seeds(config.seed)}
+    steps = [row["step"] for row in logger.read_csv(os.path.join(interrupted_dir, "metrics.csv"))]
+    assert steps == sorted(steps) and steps[-1] == whole.global_step
+
+
+def test_named_seeds_are_distinct_and_reproducible():
+    seeds = ppo.named_seeds(7)
+    assert set(seeds) == {"envs", "torch", "sampling"} and len(set(seeds.values())) == 3
+    assert seeds == ppo.named_seeds(7) and seeds != ppo.named_seeds(8)
+
+
+def test_checkpoint_save_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "state.pt"
+    checkpoint.save(path, {"x": torch.ones(3), "step": 1})
+
+    def failing_save(state, file):
+        file.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoint.save(path, {"x": torch.zeros(3), "step": 2})
+    monkeypatch.undo()
+    state = checkpoint.load(path)
+    assert state["step"] == 1 and torch.equal(state["x"], torch.ones(3))
+    assert os.listdir(tmp_path) == ["state.pt"]
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        checkpoint.load(tmp_path / "missing.pt")
+
+
+def test_logger_csv_tensorboard_and_plot(tmp_path):
+    metrics = logger.Logger(tmp_path, tensorboard=True, quiet=True)
+    metrics.log(10, {"episode_return": 1.0})
+    metrics.log(20, {"episode_return": 2.0, "loss/value": 0.5})  # a new column rewrites the header
+    metrics.close()
+    rows = logger.read_csv(tmp_path / "metrics.csv")
+    assert rows == [{"step": 10, "episode_return": 1.0}, {"step": 20, "episode_return": 2.0, "loss/value": 0.5}]
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path))
+    resumed = logger.Logger(tmp_path, tensorboard=False, resume_step=10)
+    resumed.close()
+    assert logger.read_csv(tmp_path / "metrics.csv") == rows[:1]
+    png = logger.plot(tmp_path)
+    assert png.endswith("learning_curve.png") and os.path.getsize(png) > 1000
+    with pytest.raises(FileNotFoundError, match="has no metrics.csv"):
+        logger.plot(tmp_path / "nothing")
+
+
+def test_cli_train_eval_and_plot(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    main(["train", "cartpole", "--total-timesteps", "1024", "--vec.num-envs", "8", "--train.horizon", "32",
+          "--quiet", "--tensorboard", "false", "--run-dir", run_dir, "--policy.hidden_size", "16",
+          "--train.minibatch-size", "64"])
+    with open(os.path.join(run_dir, "config.json")) as file:
+        saved = json.load(file)
+    assert saved["env"] == "cartpole" and saved["hidden_size"] == 16 and saved["num_envs"] == 8
+    main(["eval", "cartpole", "--checkpoint", run_dir, "--episodes", "2", "--render"])
+    out = capsys.readouterr().out
+    assert "2 episodes, mean return" in out and "#" in out and "theta=" in out
+    main(["plot", run_dir])
+    assert os.path.isfile(os.path.join(run_dir, "learning_curve.png"))
+
+
+# ---- recurrent policy ------------------------------------------------------------------------
+@pytest.mark.slow
+def test_lstm_remembers_the_cue_and_the_mlp_cannot(tmp_path):
+    results = {}
+    for lstm in (True, False):
+        config = PPOConfig.for_env("memory", lstm=lstm, quiet=True, tensorboard=False,
+                                   run_dir=str(tmp_path / str(lstm)))
+        ppo.train(config, "memory")
+        results[lstm] = np.mean(ppo.evaluate(str(tmp_path / str(lstm)), episodes=200, greedy=True))
+    assert results[True] > 0.9, results  # remembers the cue
+    assert abs(results[False]) < 0.3, results  # at chance: return 0
+
+
+@pytest.mark.parametrize("backend, num_workers, batch_size", [("serial", 0, 0), ("threads", 2, 4), ("threads", 1, 4)])
+def test_native_rollouts_follow_cartpole_dynamics(tmp_path, backend, num_workers, batch_size):
+    """Rows of native CartPole rollouts, also when the threads backend hands back
+    staggered batches: within an episode, x advances by tau * x_dot (Euler, tau 0.02)
+    from each stored observation to the next one."""
+    pytest.importorskip("puffercore.ocean")
+    if backend not in puffercore.vector.BACKENDS:
+        pytest.skip(f"no {backend} backend in this build")
+    config = small_config(backend=backend, num_workers=num_workers, batch_size=batch_size, horizon=12,
+                          minibatch_size=32, run_dir=str(tmp_path))
+    trainer = ppo.Trainer("cartpole", config)
+    try:
+        trainer.reset_envs()
+        for _ in range(3):
+            trainer.collect()
+            rollout = trainer.rollout
+            obs, done = rollout["obs"], rollout["terminal"] | rollout["truncation"]
+            continuing = ~done[:, :-1]
+            predicted = obs[:, :-1, 0] + 0.02 * obs[:, :-1, 1]
+            torch.testing.assert_close(obs[:, 1:, 0][continuing], predicted[continuing], atol=1e-5, rtol=0)
+            assert continuing.sum() > 0.9 * continuing.numel()
+            trainer.learn()
+    finally:
+        trainer.close()
