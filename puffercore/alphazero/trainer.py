@@ -454,9 +454,13 @@ class Trainer:
         trainer.load_state_dict(state)
         return trainer
 
+    def progress(self) -> float:
+        """The fraction of the run done, by iterations or by the time budget."""
+        by_time = self.counters["seconds"] / (self.config.minutes * 60) if self.config.minutes else 0.0
+        return min(1.0, max(self.counters["iteration"] / self.config.iterations, by_time))
+
     def done(self) -> bool:
-        over_time = self.config.minutes and self.counters["seconds"] >= self.config.minutes * 60
-        return self.counters["iteration"] >= self.config.iterations or bool(over_time)
+        return self.progress() >= 1.0
 
 
 def default_run_dir(config: AlphaZeroConfig) -> str:
@@ -484,7 +488,7 @@ def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quie
             if not quiet:
                 title = f"alphazero {config.game}: iteration {trainer.counters['iteration']}, " \
                         f"{trainer.counters['games']} games"
-                print(console_view(title, scalars, progress=trainer.counters["iteration"] / config.iterations))
+                print(console_view(title, scalars, progress=trainer.progress()))
     finally:
         logger.close()
     return trainer
