@@ -336,14 +336,15 @@ class Trainer:
         started = 0
         lengths, first_seat_returns = [], []
 
-        def start_game(slot: int) -> None:
+        def start_game(slot: int) -> None:  # the slot's next game, or None once all have started
             nonlocal started
-            seed = derive_seed(self.seeds["games"], self.counters["games"] + started)
-            states[slot] = self.game.new_state(seed=seed, num_players=config.num_players) \
-                if started < config.games_per_iteration else None
-            started += states[slot] is not None
             histories[slot] = []
             mcts.reset(slot)
+            states[slot] = None
+            if started < config.games_per_iteration:
+                seed = derive_seed(self.seeds["games"], self.counters["games"] + started)
+                states[slot] = self.game.new_state(seed=seed, num_players=config.num_players)
+                started += 1
 
         for slot in range(slots):
             start_game(slot)
