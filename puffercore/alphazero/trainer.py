@@ -256,15 +256,16 @@ class AlphaZeroAgent:
         return mcts.choose_action(0, temperature=0.0)
 
 
-def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int) -> dict[str, float]:
-    """`games` games of the agent against `make_opponent(seed)`, the agent in seat 0 in the
-    first half and seat 1 in the second; all the agent's searches in one batch.
-    Returns the agent's win, draw and loss rates."""
+def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
+                 simulations: int | None = None) -> dict[str, float]:
+    """`games` games of the agent (`simulations` per move, default its evaluation setting)
+    against `make_opponent(seed)`, the agent in seat 0 in the first half and seat 1 in the
+    second; all the agent's searches in one batch. Returns its win, draw and loss rates."""
     seeds = [derive_seed(seed, index) for index in range(games)]
     opponents = [make_opponent(game_seed) for game_seed in seeds]
     agent_seats = [0 if index < games // 2 else 1 for index in range(games)]
     states = [agent.game.new_state(seed=game_seed, num_players=agent.config.num_players) for game_seed in seeds]
-    mcts = agent.search(games, seed=seed)
+    mcts = agent.search(games, simulations, seed=seed)
 
     def play(index: int, action: int) -> None:
         states[index].apply(action)
