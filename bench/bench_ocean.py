@@ -5,7 +5,11 @@
 Actions come from Python every step, from a pool generated beforehand so that drawing
 random numbers is not what gets measured. Prints steps per second (agent steps for
 multi-agent Snake) for every env at 1, 256 and 4096 envs, then CartPole against
-gymnasium's NumPy CartPoleVectorEnv (and CartPole-v1 for one env) with the ratio.
+gymnasium's NumPy CartPoleVectorEnv (and CartPole-v1 for one env) with the ratio, and
+Connect4 against PettingZoo's connect_four_v3 (when it and pygame are installed).
+Connect4's pooled actions are random columns, full ones included, so it runs with
+illegal_move="lose"; its comparison instead draws each legal move from the action mask
+on both sides.
 Each number is the best of --repeats runs; the median is shown beside it, since the
 machine may be shared.
 """
@@ -20,7 +24,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # noqa: E402
 
-from puffercore.ocean import CartPole, Snake, Squared  # noqa: E402
+from puffercore.ocean import CartPole, Connect4, Snake, Squared  # noqa: E402
 
 POOL = 64
 ENVS = {
@@ -28,6 +32,8 @@ ENVS = {
     "CartPole continuous": (CartPole, {"continuous": True}),
     "Squared": (Squared, {}),
     "Snake (4 snakes/env)": (Snake, {}),
+    "Connect4 (heuristic)": (Connect4, {"illegal_move": "lose"}),
+    "Connect4 (random)": (Connect4, {"opponent": "random", "illegal_move": "lose"}),
 }
 
 
@@ -85,6 +91,41 @@ def gymnasium_single_rate(seconds, repeats):
     return measure(step, actions, 1, seconds, repeats)
 
 
+def connect4_rate(num_envs, seconds, repeats):
+    """Agent moves/s of Connect4 against its random opponent, the agent moving first;
+    each move a random legal column: the argmax of pooled noise times the action mask."""
+    env = Connect4(num_envs=num_envs, seed=0, opponent="random", agent_first=True)
+    env.reset()
+    masks = env.observation_tree.unflatten(env.observations)["action_mask"]  # a view: always current
+    noise = np.random.default_rng(0).random((POOL, num_envs, 7), dtype=np.float32)
+
+    def move(k):
+        env.step(np.argmax(noise[k] * masks, axis=1).astype(np.int32))
+
+    return measure(move, range(POOL), num_envs, seconds, repeats)
+
+
+def pettingzoo_connect4_rate(seconds, repeats):
+    """The same game in PettingZoo's connect_four_v3: player_0 (the agent) and player_1
+    (the random opponent) each pick a random legal column the same way; one agent move
+    and the reply count as one step, as in Connect4."""
+    from pettingzoo.classic import connect_four_v3
+
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    noise = np.random.default_rng(0).random((POOL, 2, 7), dtype=np.float32)
+
+    def move(k):
+        for player in range(2):
+            masks = env.observe(env.agent_selection)["action_mask"]
+            env.step(int(np.argmax(noise[k, player] * masks)))
+            if any(env.terminations.values()):
+                env.reset()
+                return
+
+    return measure(move, range(POOL), 1, seconds, repeats)
+
+
 def fmt(rate):
     best, median = rate
     return f"{best / 1e6:8.2f} M/s (median {median / 1e6:6.2f})"
@@ -110,6 +151,19 @@ def main():
         theirs = gymnasium_vector_rate(num_envs, args.seconds, args.repeats)
         print(f"  {num_envs:4d} envs  puffercore {fmt(ours)}   gymnasium CartPoleVectorEnv {fmt(theirs)}   "
               f"ratio {ours[0] / theirs[0]:6.1f}x")
+
+    print("\nConnect4 vs a random opponent, legal moves from the action mask: puffercore vs PettingZoo:")
+    try:
+        theirs = pettingzoo_connect4_rate(args.seconds, args.repeats)
+    except ImportError as error:  # connect_four_v3 imports pygame
+        print(f"  PettingZoo connect_four_v3 unavailable ({error}); puffercore alone:")
+        theirs = None
+    for num_envs in (1, 4096):
+        ours = connect4_rate(num_envs, args.seconds, args.repeats)
+        line = f"  {num_envs:4d} envs  puffercore {fmt(ours)}"
+        if theirs is not None:
+            line += f"   PettingZoo connect_four_v3 (1 env) {fmt(theirs)}   ratio {ours[0] / theirs[0]:8.1f}x"
+        print(line)
 
 
 if __name__ == "__main__":

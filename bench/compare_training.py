@@ -14,7 +14,10 @@ gymnasium dynamics). Its episode infos are per-batch means, so "last 20 episodes
 last few batches' episodes covering at least 20 (see Trainer.recent_return).
 stable-baselines3: its rl-zoo tuned CartPole-v1 hyperparameters (8 envs, n_steps 32,
 batch 256, 20 epochs, gamma 0.98, GAE 0.8, lr and clip linearly decayed from 1e-3 and
-0.2, no entropy bonus) on gymnasium's CartPole-v1 with its default DummyVecEnv.
+0.2, no entropy bonus) on gymnasium's CartPole-v1 with its default DummyVecEnv. Torch
+uses every core by default, which on a small machine shared with other jobs makes its
+threads thrash (SB3 measured 11 s here when the machine was quiet, 110-120 s under load);
+`--sb3-torch-threads 1` runs it the way puffercore runs torch for a small MLP.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ SOLVED = 475.0
 WINDOW = 20
 
 
-def run_puffercore(seed: int, max_steps: int) -> dict:
+def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0) -> dict:
     from puffercore.ppo import PPOConfig, train
 
     start = time.perf_counter()
@@ -44,6 +47,7 @@ def run_puffercore(seed: int, max_steps: int) -> dict:
         return False
 
     config = PPOConfig.for_env("cartpole", seed=seed, total_timesteps=max_steps, quiet=True, tensorboard=False,
+                               torch_threads=torch_threads,
                                checkpoint_interval=0, run_dir=os.path.join("runs", f"bench-cartpole-{seed}"))
     trainer = train(config, "cartpole", until=until)
     seconds = time.perf_counter() - start
@@ -53,7 +57,8 @@ def run_puffercore(seed: int, max_steps: int) -> dict:
             f"minibatch {config.minibatch_size}, {config.update_epochs} epochs, backend {config.backend}"}
 
 
-def run_sb3(seed: int, max_steps: int) -> dict:
+def run_sb3(seed: int, max_steps: int, torch_threads: int = 0) -> dict:
+    import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -61,6 +66,8 @@ def run_sb3(seed: int, max_steps: int) -> dict:
     def linear(initial: float):
         return lambda progress_remaining: progress_remaining * initial
 
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
     start = time.perf_counter()
     solved: dict = {}
 
@@ -81,15 +88,16 @@ def run_sb3(seed: int, max_steps: int) -> dict:
     return {"solved_seconds": solved.get("seconds"), "solved_steps": solved.get("steps"),
             "steps": model.num_timesteps, "seconds": seconds, "sps": model.num_timesteps / seconds,
             "final_return": sum(returns) / len(returns) if returns else None,
-            "config": "rl-zoo CartPole-v1: 8 envs x 32 steps, minibatch 256, 20 epochs, DummyVecEnv"}
+            "config": "rl-zoo CartPole-v1: 8 envs x 32 steps, minibatch 256, 20 epochs, DummyVecEnv, "
+                      f"{torch.get_num_threads()} torch threads"}
 
 
 RUNNERS = {"puffercore": run_puffercore, "sb3": run_sb3}
 
 
-def _in_subprocess(name: str, seed: int, max_steps: int) -> dict:
+def _in_subprocess(name: str, seed: int, max_steps: int, torch_threads: int) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--only", name, "--seed", str(seed),
-               "--max-steps", str(max_steps), "--json"]
+               "--max-steps", str(max_steps), "--torch-threads", str(torch_threads), "--json"]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
 
@@ -103,20 +111,24 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(RUNNERS), help="run one side in this process")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=0, help="step cap per side (default 500k puffercore, 300k sb3)")
+    parser.add_argument("--sb3-torch-threads", type=int, default=0,
+                        help="torch threads for SB3 (default 0: torch's default, every core)")
+    parser.add_argument("--torch-threads", type=int, default=0, help=argparse.SUPPRESS)  # for --only
     parser.add_argument("--json", action="store_true", help="print one JSON line (with --only)")
     args = parser.parse_args()
     caps = {"puffercore": args.max_steps or 500_000, "sb3": args.max_steps or 300_000}
 
     if args.only:
-        result = RUNNERS[args.only](args.seed, caps[args.only])
+        result = RUNNERS[args.only](args.seed, caps[args.only], args.torch_threads)
         print(json.dumps(result) if args.json else result)
         return
 
     print(f"CartPole-v1, solved = mean return of the last {WINDOW} episodes >= {SOLVED:g}; seed {args.seed}; "
-          f"{os.cpu_count()} CPUs (shared machine: other jobs may be running)")
+          f"{os.cpu_count()} CPUs (shared machine: other jobs may be running; load average "
+          f"{os.getloadavg()[0]:.1f})")
     results = {}
     for name in RUNNERS:
-        results[name] = _in_subprocess(name, args.seed, caps[name])
+        results[name] = _in_subprocess(name, args.seed, caps[name], args.sb3_torch_threads if name == "sb3" else 0)
         result = results[name]
         print(f"{name:>11}: solved in {_format(result['solved_seconds'], '.2f')} s, "
               f"{_format(result['solved_steps'], ',')} steps; {result['sps']:,.0f} steps/s end to end "

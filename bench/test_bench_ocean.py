@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
-from puffercore.ocean import CartPole, Snake, Squared
+from puffercore.ocean import CartPole, Connect4, Snake, Squared
 
 pytest.importorskip("pytest_benchmark")
 
 STEPS = 64
+# Random columns include full ones, which Connect4 must be told to accept (as losses).
+ENVS = {"CartPole": (CartPole, {}), "Squared": (Squared, {}), "Snake": (Snake, {}),
+        "Connect4": (Connect4, {"illegal_move": "lose"})}
 
 
 def run_steps(step, actions):
@@ -19,10 +22,11 @@ def run_steps(step, actions):
 
 
 @pytest.mark.parametrize("num_envs", [1, 256, 4096])
-@pytest.mark.parametrize("cls", [CartPole, Squared, Snake], ids=lambda cls: cls.__name__)
-def test_ocean_step(benchmark, cls, num_envs):
+@pytest.mark.parametrize("name", ENVS)
+def test_ocean_step(benchmark, name, num_envs):
     benchmark.group = f"ocean {num_envs} envs"
-    env = cls(num_envs=num_envs, seed=0)
+    cls, kwargs = ENVS[name]
+    env = cls(num_envs=num_envs, seed=0, **kwargs)
     env.reset()
     n = env.single_action_space.n
     actions = np.random.default_rng(0).integers(0, n, (STEPS, env.num_agents), dtype=np.int32)

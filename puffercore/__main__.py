@@ -86,8 +86,8 @@ def _eval(args: argparse.Namespace) -> None:
     def show(observation, reward):
         frames.append(_ascii_frame(args.env, observation, reward))
 
-    returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed,
-                           greedy=not args.sample, on_step=show if args.render else None)
+    returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
+                           max_steps=args.max_steps, on_step=show if args.render else None)
     if args.render:
         print("\n\n".join(frames[-args.render_steps:]))
     mean = sum(returns) / len(returns)
@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", required=True, help="checkpoint.pt or its run directory")
     evaluate.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     evaluate.add_argument("--seed", type=int, default=0, help="env seed (default 0)")
+    evaluate.add_argument("--max-steps", type=int, default=10_000,
+                          help="env steps at most; episodes still running then end there (default 10000)")
     evaluate.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
     evaluate.add_argument("--render", action="store_true", help="print ASCII frames of the last steps")
     evaluate.add_argument("--render-steps", type=int, default=5, help="frames to print with --render (default 5)")

@@ -58,7 +58,7 @@ class Logger:
             try:
                 import wandb
             except ImportError as error:
-                raise RuntimeError("wandb_project was given but wandb is not installed (pip install wandb)") from error
+                raise ValueError(f"wandb_project={wandb_project!r} needs wandb, which is not installed (pip install wandb)") from error
             self._wandb = wandb.init(project=wandb_project, config=config, dir=self.run_dir)
 
     def log(self, step: int, scalars: dict[str, float]) -> None:

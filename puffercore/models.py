@@ -78,14 +78,16 @@ class ActionHead:
             noise = torch.randn(params.shape, generator=generator, device=params.device)
             actions = params + log_std.exp() * noise
             return actions, self.evaluate(params, log_std, actions)[0]
-        indices = [
-            torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
-            for logits in params.split(self.nvec, dim=-1)
-        ]
+        indices, log_prob = [], 0.0
+        for logits in params.split(self.nvec, dim=-1):
+            log_probs = torch.log_softmax(logits, dim=-1)
+            index = torch.multinomial(log_probs.exp(), 1, generator=generator)
+            indices.append(index.squeeze(-1))
+            log_prob = log_prob + log_probs.gather(-1, index).squeeze(-1)
         actions = torch.stack(indices, dim=-1) + self.start.to(params.device)
         if not self.action_shape:
             actions = actions.squeeze(-1)
-        return actions, self.evaluate(params, log_std, actions)[0]
+        return actions, log_prob
 
     def evaluate(self, params: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor):
         """(log_prob, entropy) of `actions` under `params`, each [batch]."""

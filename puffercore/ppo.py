@@ -9,7 +9,7 @@ file, top to bottom:
 5. `train`, `evaluate`: what the command line calls.
 
     from puffercore.ppo import PPOConfig, train
-    trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000))
+    trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000), "cartpole")
 
 Exact resume. Checkpoints are taken at rollout boundaries every `checkpoint_interval`
 updates. Env state in general cannot be snapshotted (a C env struct array, a gymnasium
@@ -19,7 +19,10 @@ resumed one, and model, optimizer, RNG streams and counters come from the checkp
 on CPU a resumed run ends bitwise identical to an uninterrupted one. The price is that
 episodes in flight are cut every checkpoint period; that is harmless for learning (each
 rollout row already bootstraps V(last observation)) when a period spans many episode
-lengths (default 100 updates), and `checkpoint_interval = 0` turns it off.
+lengths (default 100 updates), and `checkpoint_interval = 0` turns it off. Exactness
+holds for the periodic checkpoints (what a crash or preemption leaves); resuming from a
+checkpoint taken mid-period (`stop_after` or `until` ending a run early) starts a new
+period there, so that run goes on correctly but not bit for bit like the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ import torch
 
 import puffercore.vector
 from puffercore import advantage, checkpoint, logger
-from puffercore.memory import Memory
 from puffercore.env import derive_seed
 from puffercore.models import Policy
 
@@ -63,7 +65,7 @@ class PPOConfig:
     torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
     run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
     checkpoint_interval: int = _option(100, "run", "updates between checkpoints (and env re-seeds); 0: only at the end")
-    log_interval: float = _option(1.0, "run", "seconds between metric rows and console refreshes")
+    log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
     tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
     wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
     quiet: bool = _option(False, "run", "no console view")
@@ -171,7 +173,7 @@ GYMNASIUM_PRESET: dict[str, Any] = {"backend": "processes" if "processes" in puf
 # ---------------------------------------------------------------------------------------
 # 2. Envs
 # ---------------------------------------------------------------------------------------
-NATIVE_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared"}
+NATIVE_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory"}
 GYMNASIUM_PREFIX = "gymnasium:"
 
 
@@ -183,23 +185,18 @@ def check_env_name(env: str) -> None:
         if env_id not in gymnasium.registry:
             raise ValueError(f"unknown gymnasium env id {env_id!r} in env={env!r}")
         return
-    if env not in (*NATIVE_ENVS, "memory"):
+    if env not in NATIVE_ENVS:
         raise ValueError(
-            f"unknown env {env!r}; expected one of {sorted([*NATIVE_ENVS, 'memory'])} or "
+            f"unknown env {env!r}; expected one of {sorted(NATIVE_ENVS)} or "
             f"'{GYMNASIUM_PREFIX}<id>' (e.g. {GYMNASIUM_PREFIX}Acrobot-v1)"
         )
 
 
-def _vectorized_class(name: str):
-    """The multi-env PufferEnv class of a built-in env, or None where puffercore.ocean
-    is not built."""
-    if name == "memory":
-        return Memory
-    try:
-        import puffercore.ocean as ocean
-    except ImportError:
-        return None
-    return getattr(ocean, NATIVE_ENVS[name], None)
+def _native_class(name: str):
+    from puffercore import ocean
+    from puffercore.ocean.memory import Memory
+
+    return Memory if name == "memory" else getattr(ocean, NATIVE_ENVS[name])
 
 
 def _make_gymnasium(env_id: str):
@@ -207,26 +204,22 @@ def _make_gymnasium(env_id: str):
 
 
 def make_vector(env: str, config: PPOConfig, seed: int):
-    """The vector env for `env` under `config`. CartPole falls back to gymnasium's
-    CartPole-v1 where puffercore.ocean is not built."""
+    """The vector env for `env` under `config`: ocean envs on any backend, gymnasium
+    ids on serial or processes."""
     check_env_name(env)
     backend = config.backend
     if backend not in puffercore.vector.BACKENDS:
         raise ValueError(f"backend {backend!r} is not available in this installation; have {sorted(puffercore.vector.BACKENDS)}")
     num_workers = config.num_workers or None
     batch_size = config.batch_size or None
-    env_class = None if env.startswith(GYMNASIUM_PREFIX) else _vectorized_class(env)
-    if env_class is None:
-        if env != "cartpole" and not env.startswith(GYMNASIUM_PREFIX):
-            raise ValueError(f"env {env!r} needs puffercore.ocean, which this installation lacks")
+    if env.startswith(GYMNASIUM_PREFIX):
         if backend == "threads":
             raise ValueError(f"env {env!r} is a Python env; the threads backend steps native envs only (use serial or processes)")
-        env_id = "CartPole-v1" if env == "cartpole" else env[len(GYMNASIUM_PREFIX):]
-        return puffercore.vector.make(functools.partial(_make_gymnasium, env_id), config.num_envs, backend=backend,
-                                      num_workers=num_workers, batch_size=batch_size, seed=seed)
+        creator = functools.partial(_make_gymnasium, env[len(GYMNASIUM_PREFIX):])
+        return puffercore.vector.make(creator, config.num_envs, backend=backend, num_workers=num_workers,
+                                      batch_size=batch_size, seed=seed)
+    env_class = _native_class(env)
     if backend == "threads":
-        if env_class is Memory:
-            raise ValueError("env 'memory' is a Python env; the threads backend steps native envs only (use serial)")
         return puffercore.vector.make(env_class, config.num_envs, backend="threads", num_workers=num_workers,
                                       batch_size=batch_size, seed=seed)
     # serial/processes: each creator env is a block of sub-envs, one block per batch.
@@ -609,10 +602,13 @@ class Trainer:
         the state after every episode end, as collection did."""
         obs = minibatch["obs"]
         rows, horizon = obs.shape[0], obs.shape[1]
-        state = (minibatch["state_h"], minibatch["state_c"]) if self.policy.lstm is not None else None
+        if self.policy.lstm is None:  # rows only for prioritized sampling: one batched pass
+            out = self.policy(obs.reshape(rows * horizon, *obs.shape[2:]))
+            return out.params.reshape(rows, horizon, -1), out.value.reshape(rows, horizon)
+        state = (minibatch["state_h"], minibatch["state_c"])
         params, values = [], []
         for t in range(horizon):
-            if state is not None and t > 0:
+            if t > 0:
                 keep = (~(minibatch["terminal"][:, t - 1] | minibatch["truncation"][:, t - 1])).float()[:, None]
                 state = (state[0] * keep, state[1] * keep)
             out = self.policy(obs[:, t], state)
@@ -701,7 +697,7 @@ def train(config: PPOConfig, env: str = "cartpole", resume: str | None = None, s
     """Train PPO on `env`; returns the (closed) Trainer. `resume`: a run directory to
     continue from its checkpoint, with its saved env and config (`config` is ignored).
     `stop_after`: end after that many updates of this call (checkpointing as at the end),
-    as a preempted job would. `until(trainer)`: checked after each update; True ends the
+    as a preempted job would (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked after each update; True ends the
     run early (benchmarks stop at a target return)."""
     saved = None
     if resume is not None:
@@ -781,14 +777,17 @@ def load_policy(path: str, device: str = "cpu") -> tuple[Policy, dict]:
 
 
 @torch.no_grad()
-def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
+def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
              on_step: Callable[[np.ndarray, float], None] | None = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
     one env (every agent row of a multi-agent env counts its own episodes). greedy: the
-    most likely action (or the Gaussian mean) instead of a sample. `on_step(observation,
-    reward)` sees row 0 at each step, e.g. to render it."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be a positive int, got {episodes!r}")
+    most likely action (or the Gaussian mean) instead of a sample. After `max_steps` env
+    steps the episodes still running count as ended there (a greedy policy may never end
+    one, e.g. a snake circling forever). `on_step(observation, reward)` sees row 0 at
+    each step, e.g. to render it."""
+    for name, value in (("episodes", episodes), ("max_steps", max_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     policy, state = load_policy(path)
     config = PPOConfig(**state["config"])
     vec = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
@@ -799,7 +798,9 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
         obs, _ = vec.reset(seed=seed)
         episode_returns = np.zeros(vec.num_agents)
         recurrent = policy.initial_state(vec.num_agents, "cpu")
-        while len(returns) < episodes:
+        for _ in range(max_steps):
+            if len(returns) >= episodes:
+                break
             live = vec.masks.copy()
             out = policy(torch.as_tensor(obs), recurrent)
             actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
@@ -812,6 +813,8 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True,
             episode_returns[done] = 0.0
             recurrent = None if out.state is None else tuple(
                 part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
+        else:
+            returns += episode_returns[vec.masks].tolist()
     finally:
         vec.close()
     return returns[:episodes]

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cartpole.h"
+#include "connect4.h"
 #include "snake.h"
 #include "squared.h"
 #include "template.h"
@@ -19,6 +20,13 @@ static void configure_template(void* env) { ((Template*)env)->length = 5; }
 static void configure_snake(void* env) {
     Snake* snake = (Snake*)env;
     snake->width = 5, snake->height = 4, snake->num_snakes = 6, snake->num_food = 8, snake->vision = 3;
+}
+
+static void configure_connect4_heuristic(void* env) {
+    ((Connect4Env*)env)->opponent = C4ENV_HEURISTIC, ((Connect4Env*)env)->first_mover = C4ENV_COIN_FLIP;
+}
+static void configure_connect4_random(void* env) {
+    ((Connect4Env*)env)->opponent = C4ENV_RANDOM, ((Connect4Env*)env)->first_mover = C4ENV_OPPONENT_FIRST;
 }
 
 static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps, int num_actions) {
@@ -64,5 +72,8 @@ int main(void) {
     PcEnvSpec snake = SNAKE_SPEC;
     snake.env_size = snake_env_size(5, 4, 6, 3), snake.rows = 6, snake.obs_size = 7 * 7;
     run(snake, configure_snake, 3, 3000, 4);
+    /* random columns include full ones: the illegal-move path runs too */
+    run(CONNECT4_SPEC, configure_connect4_heuristic, 5, 3000, 7);
+    run(CONNECT4_SPEC, configure_connect4_random, 5, 3000, 7);
     return 0;
 }

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import puffercore
 from puffercore.env import Buffers, GymnasiumView, PufferEnv
-from puffercore.ocean import CartPole, NativeEnv, Snake, Squared
+from puffercore.ocean import CartPole, Connect4, NativeEnv, Snake, Squared
 
 # One row per env so that GymnasiumView applies; Snake with one snake.
 SINGLE_ROW = {
@@ -18,6 +18,8 @@ SINGLE_ROW = {
     "cartpole_continuous": (CartPole, {"continuous": True}),
     "squared": (Squared, {"size": 5}),
     "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 1, "num_food": 3, "vision": 2}),
+    # random actions play full columns: let them lose instead of raising
+    "connect4": (Connect4, {"opponent": "random", "illegal_move": "lose"}),
 }
 # Several rows per env for the multi-row tests.
 MULTI_ROW = {**SINGLE_ROW, "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 3, "num_food": 3, "vision": 2})}
@@ -192,7 +194,7 @@ def test_num_envs_must_be_a_positive_int(num_envs):
         CartPole(num_envs=num_envs)
 
 
-@pytest.mark.parametrize("cls", [CartPole, Squared, Snake])
+@pytest.mark.parametrize("cls", [CartPole, Squared, Snake, Connect4])
 def test_unknown_kwargs_are_rejected(cls):
     with pytest.raises(TypeError, match="colour"):
         cls(num_envs=1, colour="red")

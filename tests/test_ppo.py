@@ -4,6 +4,7 @@ masks, prioritized rows, config and CLI errors, learning, exact resume, LSTM mem
 import dataclasses
 import json
 import os
+import sys
 
 import gymnasium
 import numpy as np
@@ -15,7 +16,6 @@ import puffercore.emulation
 import puffercore.vector
 from puffercore import checkpoint, logger, ppo
 from puffercore.__main__ import main
-from puffercore.memory import Memory
 from puffercore.models import ActionHead, Policy
 from puffercore.ppo import PPOConfig
 
@@ -393,5 +393,59 @@ def test_native_rollouts_follow_cartpole_dynamics(tmp_path, backend, num_workers
             torch.testing.assert_close(obs[:, 1:, 0][continuing], predicted[continuing], atol=1e-5, rtol=0)
             assert continuing.sum() > 0.9 * continuing.numel()
             trainer.learn()
+    finally:
+        trainer.close()
+
+
+def test_logger_without_tensorboard_or_wandb(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    metrics = logger.Logger(tmp_path, tensorboard=True)
+    metrics.log(1, {"x": 1.0})
+    metrics.close()
+    assert "tensorboard is not installed" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["metrics.csv"]
+    with pytest.raises(ValueError, match="wandb_project='demo' needs wandb"):
+        logger.Logger(tmp_path, tensorboard=False, wandb_project="demo")
+
+
+def test_memory_env_rewards_recalling_the_cue():
+    from gymnasium.utils.env_checker import check_env
+
+    from puffercore.env import GymnasiumView
+    from puffercore.ocean.memory import Memory
+
+    env = Memory(num_envs=64, seed=3, delay=2)
+    obs, _ = env.reset(seed=3)
+    cues = obs[:, :2].argmax(1)
+    assert (obs[:, :2].sum(1) == 1).all() and (obs[:, 2] == 0).all()
+    wrong = (1 - cues).astype(np.int32)
+    obs, rewards, terminals, _, _ = env.step(wrong)  # blank
+    assert (obs == 0).all() and (rewards == 0).all() and not terminals.any()
+    obs, rewards, terminals, _, _ = env.step(wrong)  # the query appears
+    assert (obs[:, 2] == 1).all() and (obs[:, :2] == 0).all() and not terminals.any()
+    answers = np.where(np.arange(64) % 2 == 0, cues, 1 - cues).astype(np.int32)
+    obs, rewards, terminals, _, info = env.step(answers)
+    assert terminals.all() and np.array_equal(rewards, np.where(np.arange(64) % 2 == 0, 1.0, -1.0))
+    assert info["episodes"] == 64 and info["episode_return"] == 0.0 and info["episode_length"] == 3
+    assert (obs[:, :2].sum(1) == 1).all()  # autoreset: the next cue
+    check_env(GymnasiumView(Memory(num_envs=1, seed=0)), skip_render_check=True)
+    with pytest.raises(ValueError, match="delay must be an int in"):
+        Memory(delay=0)
+
+
+def test_box_actions_train_end_to_end(tmp_path):
+    """Pendulum-v1 (Box(-2, 2) torques) through the Gaussian head: actions sent to the env
+    stay inside the bounds while the stored (unclipped) samples may leave them."""
+    config = small_config(run_dir=str(tmp_path), backend="serial", total_timesteps=8 * 16 * 2)
+    trainer = ppo.Trainer("gymnasium:Pendulum-v1", config)
+    try:
+        trainer.reset_envs()
+        trainer.collect()
+        trainer.learn()
+        actions = trainer.rollout["action"]
+        assert actions.shape == (8, 17, 1) and actions.dtype == torch.float32
+        assert np.abs(trainer.vec.actions).max() <= 2.0
+        assert trainer.policy.log_std.grad is not None and np.isfinite(trainer.losses["loss/loss"])
     finally:
         trainer.close()

@@ -16,8 +16,30 @@ import puffercore.vector
 from puffercore.testing import CountingEnv
 
 
-def shm_segments() -> set[str]:
-    return set(os.listdir("/dev/shm"))
+@pytest.fixture
+def our_segments(monkeypatch):
+    """Names of the shared-memory segments the processes backend creates during the
+    test; `leaked()` lists those still in /dev/shm (other processes' are ignored)."""
+    from multiprocessing import shared_memory
+
+    created = []
+
+    class Recorded(shared_memory.SharedMemory):
+        def __init__(self, *args, create=False, **kwargs):
+            super().__init__(*args, create=create, **kwargs)
+            if create:
+                created.append(self._name.lstrip("/"))
+
+    monkeypatch.setattr(puffercore.vector.processes.shared_memory, "SharedMemory", Recorded)
+
+    class Segments:
+        names = created
+
+        @staticmethod
+        def leaked():
+            return [name for name in created if os.path.exists(os.path.join("/dev/shm", name))]
+
+    return Segments
 
 
 def processes_vec(creator=CountingEnv, num_envs=4, num_workers=2, **kwargs):
@@ -37,8 +59,7 @@ def test_env_error_in_worker_process_names_env_and_traceback():
         vec.close()
 
 
-def test_error_while_building_envs_in_worker():
-    before = shm_segments()
+def test_error_while_building_envs_in_worker(our_segments):
 
     def broken(**kwargs):  # only fails inside workers, after the probe in the caller
         if os.getpid() != caller:
@@ -48,7 +69,7 @@ def test_error_while_building_envs_in_worker():
     caller = os.getpid()
     with pytest.raises(RuntimeError, match="could not build its envs(.|\n)*cannot open device"):
         processes_vec(broken, start_method="fork")
-    assert shm_segments() == before
+    assert our_segments.names and not our_segments.leaked()
 
 
 def test_killed_worker_is_detected_without_hanging():
@@ -65,8 +86,7 @@ def test_killed_worker_is_detected_without_hanging():
         vec.close()
 
 
-def test_close_twice_joins_workers_and_unlinks_shared_memory():
-    before = shm_segments()
+def test_close_twice_joins_workers_and_unlinks_shared_memory(our_segments):
     vec = processes_vec()
     processes = list(vec._processes)
     vec.reset(seed=0)
@@ -74,13 +94,12 @@ def test_close_twice_joins_workers_and_unlinks_shared_memory():
     vec.close()
     vec.close()
     assert all(not process.is_alive() for process in processes)
-    assert shm_segments() == before
+    assert our_segments.names and not our_segments.leaked()
     with pytest.raises(RuntimeError, match="closed"):
         vec.step(np.zeros(4, dtype=np.int64))
 
 
-def test_garbage_collected_vector_env_cleans_up():
-    before = shm_segments()
+def test_garbage_collected_vector_env_cleans_up(our_segments):
     vec = processes_vec()
     processes = list(vec._processes)
     vec.reset(seed=0)
@@ -89,7 +108,7 @@ def test_garbage_collected_vector_env_cleans_up():
     for process in processes:
         process.join(timeout=5)
     assert all(not process.is_alive() for process in processes)
-    assert shm_segments() == before
+    assert our_segments.names and not our_segments.leaked()
 
 
 def test_bad_process_arguments():
@@ -101,11 +120,10 @@ def test_bad_process_arguments():
         processes_vec(start_method="teleport")
 
 
-def test_unpicklable_creator_under_spawn_is_named_and_leaks_nothing():
-    before = shm_segments()
+def test_unpicklable_creator_under_spawn_is_named_and_leaks_nothing(our_segments):
     with pytest.raises(TypeError, match="env_creator and its kwargs must be picklable for start_method='spawn'"):
         puffercore.vector.make(lambda buffers=None: CountingEnv(buffers=buffers), 2, backend="processes")
-    assert shm_segments() == before
+    assert our_segments.names and not our_segments.leaked()
 
 
 @pytest.mark.parametrize("batch_size", [4, 2])

@@ -106,8 +106,12 @@ class Threads(VectorEnv):
             first = units[0] * self.rows_per_unit
             self.env.write_actions(actions, first, first + len(units) * self.rows_per_unit)
         else:
-            rows = self._unit_rows(units)
-            self.actions[rows] = check_actions(actions, self.single_action_space, len(rows))
+            # Unit by unit through the env too: an env may check more than its action
+            # space does (Connect4 rejects full columns).
+            size = self.rows_per_unit
+            actions = check_actions(actions, self.single_action_space, len(units) * size)
+            for k, unit in enumerate(units):
+                self.env.write_actions(actions[k * size : (k + 1) * size], unit * size, (unit + 1) * size)
         self._engine.send(units)
         self._batch_units = None
 
