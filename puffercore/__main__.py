@@ -7,6 +7,8 @@
     puffercore eval cartpole --checkpoint runs/cartpole-.../checkpoint.pt --render
     puffercore bench compare_training               # runs bench/compare_training.py
     puffercore plot runs/cartpole-...               # learning_curve.png
+    puffercore alphazero connect4 --minutes 30      # AlphaZero self-play training
+    puffercore play connect4 --checkpoint runs/alphazero-connect4-...
 
 Every PPOConfig field is a flag, named --GROUP.FIELD (run-group fields have no prefix),
 with dashes or underscores.
@@ -21,6 +23,7 @@ import runpy
 import sys
 
 from puffercore import logger, ppo
+from puffercore.alphazero import cli as alphazero_cli
 
 
 def _parse_bool(text: str) -> bool:
@@ -168,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("run_dir", help="a run directory (with metrics.csv)")
     plot.add_argument("--metric", default="episode_return", help="column to plot (default episode_return)")
     plot.add_argument("--output", help="PNG path (default RUN_DIR/learning_curve.png)")
+    alphazero_cli.add_commands(commands)
     return parser
 
 
@@ -176,7 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     command_parser = parser._subparsers._group_actions[0].choices[args.command]
     try:
-        if args.command == "train":
+        if hasattr(args, "handler"):
+            args.handler(args, command_parser)
+        elif args.command == "train":
             _train(args, command_parser)
         elif args.command == "eval":
             _eval(args)

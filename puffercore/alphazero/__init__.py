@@ -1,9 +1,13 @@
-"""AlphaZero on puffercore games: batched native MCTS (`puffercore.alphazero.mcts`) and
-evaluation opponents (`puffercore.alphazero.agents`)."""
+"""AlphaZero on puffercore games: batched native MCTS (`puffercore.alphazero.mcts`),
+evaluation opponents (`puffercore.alphazero.agents`), the policy-value network
+(`puffercore.alphazero.network`) and self-play training (`puffercore.alphazero.trainer`)."""
 
 from puffercore.alphazero.agents import GreedyAzulAgent, MCTSBaseline, RandomAgent
 from puffercore.alphazero.mcts import BatchedMCTS, mcts_baseline_move, uniform_evaluator
+from puffercore.alphazero.network import PolicyValueNet
+from puffercore.alphazero.trainer import AlphaZeroAgent, AlphaZeroConfig, Trainer, train
 
 __all__ = [
-    "BatchedMCTS", "GreedyAzulAgent", "MCTSBaseline", "RandomAgent", "mcts_baseline_move", "uniform_evaluator",
+    "AlphaZeroAgent", "AlphaZeroConfig", "BatchedMCTS", "GreedyAzulAgent", "MCTSBaseline", "PolicyValueNet",
+    "RandomAgent", "Trainer", "mcts_baseline_move", "train", "uniform_evaluator",
 ]

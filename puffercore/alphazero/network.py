@@ -1,0 +1,74 @@
+"""The AlphaZero policy-value network: a small residual tower with a policy head (one
+logit per action, illegal actions masked) and a value head (one tanh value per player,
+in observation order: the player to move first, then the others in turn order).
+
+Board games with [C, H, W] observations get a convolutional tower; flat observations
+get the same tower with linear layers instead of 3x3 convolutions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+# Masked logits are very negative but finite, so a zero target probability times its
+# log-probability stays 0 in the cross-entropy instead of becoming NaN.
+ILLEGAL_LOGIT = -1e9
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, width: int, convolutional: bool):
+        super().__init__()
+        if convolutional:
+            self.first = nn.Conv2d(width, width, 3, padding=1, bias=False)
+            self.second = nn.Conv2d(width, width, 3, padding=1, bias=False)
+            self.first_norm, self.second_norm = nn.BatchNorm2d(width), nn.BatchNorm2d(width)
+        else:
+            self.first, self.second = nn.Linear(width, width, bias=False), nn.Linear(width, width, bias=False)
+            self.first_norm, self.second_norm = nn.BatchNorm1d(width), nn.BatchNorm1d(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.first_norm(self.first(x)))
+        return torch.relu(x + self.second_norm(self.second(hidden)))
+
+
+class PolicyValueNet(nn.Module):
+    """`forward(observations [B, *observation_shape], legal_masks [B, num_actions] bool)`
+    -> (masked policy logits [B, num_actions], values [B, num_players] in [-1, 1])."""
+
+    def __init__(self, observation_shape: tuple[int, ...], num_actions: int, num_players: int,
+                 channels: int = 64, blocks: int = 3):
+        super().__init__()
+        for name, value in (("num_actions", num_actions), ("num_players", num_players),
+                            ("channels", channels)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(blocks, int) or blocks < 0:
+            raise ValueError(f"blocks must be a non-negative int, got {blocks!r}")
+        self.observation_shape = tuple(int(size) for size in observation_shape)
+        self.convolutional = len(self.observation_shape) == 3
+        if self.convolutional:
+            in_channels, height, width = self.observation_shape
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False),
+                                      nn.BatchNorm2d(channels), nn.ReLU())
+            cells = height * width
+            # 1x1 convolutions shrink the tower to 2 (policy) and 1 (value) planes, as in AlphaZero.
+            self.policy_head = nn.Sequential(nn.Conv2d(channels, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU(),
+                                             nn.Flatten(), nn.Linear(2 * cells, num_actions))
+            self.value_head = nn.Sequential(nn.Conv2d(channels, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU(),
+                                            nn.Flatten(), nn.Linear(cells, channels), nn.ReLU(),
+                                            nn.Linear(channels, num_players), nn.Tanh())
+        else:
+            self.stem = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(self.observation_shape), channels, bias=False),
+                                      nn.BatchNorm1d(channels), nn.ReLU())
+            self.policy_head = nn.Linear(channels, num_actions)
+            self.value_head = nn.Sequential(nn.Linear(channels, channels), nn.ReLU(),
+                                            nn.Linear(channels, num_players), nn.Tanh())
+        self.tower = nn.Sequential(*(ResidualBlock(channels, self.convolutional) for _ in range(blocks)))
+
+    def forward(self, observations: torch.Tensor, legal_masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.tower(self.stem(observations))
+        logits = self.policy_head(features).masked_fill(~legal_masks, ILLEGAL_LOGIT)
+        return logits, self.value_head(features)

@@ -1,0 +1,281 @@
+"""AlphaZero training (puffercore.alphazero.trainer, network, cli) on TicTacToe."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from puffercore import checkpoint
+from puffercore.__main__ import main
+from puffercore.alphazero.agents import RandomAgent
+from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
+from puffercore.alphazero.trainer import (
+    AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, named_seeds, play_against, value_targets,
+)
+from puffercore.games import TicTacToe
+
+
+def tiny_config(**overrides) -> AlphaZeroConfig:
+    settings = dict(channels=8, blocks=1, games_per_iteration=6, parallel_games=4, simulations=8, batch_size=16,
+                    train_steps=3, eval_interval=0, replay_capacity=500, torch_threads=1, iterations=3)
+    return AlphaZeroConfig.for_game("tictactoe", **{**settings, **overrides})
+
+
+def parameters(network) -> list[torch.Tensor]:
+    return [tensor.detach().clone() for tensor in network.state_dict().values()]
+
+
+def assert_same_parameters(first, second):
+    for a, b in zip(parameters(first), parameters(second), strict=True):
+        assert torch.equal(a, b)
+
+
+def play(actions):
+    state = TicTacToe().new_state()
+    for action in actions:
+        state.apply(action)
+    return state
+
+
+# --- replay buffer and targets ------------------------------------------------------
+
+
+def push(buffer, values):
+    count = len(values)
+    buffer.extend(np.zeros((count, 2)), np.ones((count, 3), dtype=bool), np.full((count, 3), 1 / 3),
+                  [[value] for value in values])
+
+
+def test_replay_ring_overwrites_oldest_first():
+    buffer = ReplayBuffer(3, (2,), 3, 1)
+    push(buffer, [0.0, 1.0])
+    assert len(buffer) == 2 and buffer.write_index == 2
+    push(buffer, [2.0])
+    assert len(buffer) == 3 and buffer.write_index == 0
+    push(buffer, [3.0, 4.0])  # 0 and 1 are the oldest: they go, in that order
+    assert len(buffer) == 3 and buffer.write_index == 2
+    assert buffer.values[:, 0].tolist() == [3.0, 4.0, 2.0]
+
+
+def test_replay_sampling_stays_within_stored_examples():
+    buffer = ReplayBuffer(10, (2,), 3, 1)
+    with pytest.raises(ValueError, match="empty"):
+        buffer.sample(np.random.default_rng(0), 4)
+    push(buffer, [5.0, 6.0, 7.0])
+    drawn = buffer.sample(np.random.default_rng(0), 1000)["values"][:, 0]
+    assert set(drawn.tolist()) == {5.0, 6.0, 7.0}  # all three drawn, never an empty slot
+
+
+def test_replay_capacity_must_be_positive():
+    with pytest.raises(ValueError, match="capacity"):
+        ReplayBuffer(0, (2,), 3, 1)
+
+
+def test_batch_shapes():
+    trainer = Trainer(tiny_config())
+    trainer.self_play()
+    batch = trainer.replay.sample(trainer.replay_rng, 16)
+    assert batch["observations"].shape == (16, 2, 3, 3) and batch["observations"].dtype == torch.float32
+    assert batch["legal_masks"].shape == (16, 9) and batch["legal_masks"].dtype == torch.bool
+    assert batch["policies"].shape == (16, 9)
+    assert batch["values"].shape == (16, 2)
+
+
+def test_value_targets_are_in_observation_order():
+    assert value_targets(np.array([1.0, -1.0]), 0).tolist() == [1.0, -1.0]
+    assert value_targets(np.array([1.0, -1.0]), 1).tolist() == [-1.0, 1.0]
+    # three players: the mover first, then the next in turn order, wrapping around
+    assert value_targets(np.array([0.1, 0.2, 0.3]), 1).tolist() == pytest.approx([0.2, 0.3, 0.1])
+    assert value_targets(np.array([0.1, 0.2, 0.3]), 2).tolist() == pytest.approx([0.3, 0.1, 0.2])
+
+
+# --- self-play -----------------------------------------------------------------------
+
+
+def test_self_play_examples_are_legal_and_targets_match_each_mover():
+    trainer = Trainer(tiny_config(games_per_iteration=1, parallel_games=1))
+    stats = trainer.self_play()
+    replay = trainer.replay
+    count = len(replay)
+    assert count == trainer.counters["positions"] == stats["self_play/game_length"] >= 5
+    policies, masks = replay.policies[:count], replay.legal_masks[:count]
+    assert np.allclose(policies.sum(axis=1), 1.0)
+    assert (policies[~masks] == 0).all()
+    observations = replay.observations[:count]
+    # TicTacToe observations are [own, opponent]: X (seat 0) moves when both counts match
+    movers = (observations[:, 0].sum(axis=(1, 2)) != observations[:, 1].sum(axis=(1, 2))).astype(int)
+    assert movers.tolist() == [move % 2 for move in range(count)]
+    for index in range(count):
+        assert masks[index].tolist() == (observations[index].sum(axis=0).ravel() == 0).tolist()
+    seat_returns = value_targets(replay.values[0], 0)  # seat 0 moved first
+    for index in range(count):
+        assert replay.values[index].tolist() == value_targets(seat_returns, movers[index]).tolist()
+    assert seat_returns.sum() == 0 and set(np.abs(seat_returns)) <= {0.0, 1.0}
+
+
+def test_max_moves_caps_every_game():
+    trainer = Trainer(tiny_config(max_moves=3))
+    trainer.self_play()
+    assert trainer.counters["games"] == 6
+    assert len(trainer.replay) == trainer.counters["positions"] == 18
+    # a game cut short is scored by its returns so far: zero in TicTacToe
+    assert (trainer.replay.values[:18] == 0).all()
+
+
+# --- training ------------------------------------------------------------------------
+
+
+def test_training_step_changes_parameters_with_finite_loss():
+    trainer = Trainer(tiny_config())
+    trainer.self_play()
+    before = parameters(trainer.network)
+    losses = trainer.train_step(trainer.replay.sample(trainer.replay_rng, 16))
+    assert all(np.isfinite(value) for value in losses.values())
+    assert losses["loss/policy"] > 0 and losses["loss/value"] >= 0
+    after = parameters(trainer.network)
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))
+
+
+def test_network_masks_illegal_actions_and_bounds_values():
+    for shape in [(2, 3, 3), (10,)]:
+        network = PolicyValueNet(shape, num_actions=9, num_players=3, channels=8, blocks=1).eval()
+        masks = torch.zeros(4, 9, dtype=torch.bool)
+        masks[:, ::2] = True
+        logits, values = network(torch.randn(4, *shape), masks)
+        assert logits.shape == (4, 9) and values.shape == (4, 3)
+        assert (logits[~masks] == ILLEGAL_LOGIT).all() and (logits[masks] > ILLEGAL_LOGIT).all()
+        assert (values.abs() <= 1).all()
+    with pytest.raises(ValueError, match="num_players"):
+        PolicyValueNet((2, 3, 3), num_actions=9, num_players=0)
+
+
+def test_same_seed_same_run():
+    first, second = Trainer(tiny_config(seed=5)), Trainer(tiny_config(seed=5))
+    for _ in range(2):
+        first_scalars, second_scalars = first.iterate(), second.iterate()
+        for key in ("loss/total", "loss/policy", "loss/value", "self_play/game_length"):
+            assert first_scalars[key] == second_scalars[key]
+    assert_same_parameters(first.network, second.network)
+    assert np.array_equal(first.replay.observations, second.replay.observations)
+    other = Trainer(tiny_config(seed=6))
+    other.iterate()
+    assert not np.array_equal(first.replay.policies, other.replay.policies)
+
+
+def test_named_seeds_differ():
+    seeds = named_seeds(0)
+    assert len(set(seeds.values())) == len(seeds)
+    assert named_seeds(0) == seeds and named_seeds(1) != seeds
+
+
+def test_resume_continues_exactly(tmp_path):
+    uninterrupted = Trainer(tiny_config())
+    for _ in range(3):
+        uninterrupted.iterate()
+
+    interrupted = Trainer(tiny_config(), str(tmp_path))
+    for _ in range(2):
+        interrupted.iterate()
+    interrupted.save()
+    del interrupted
+    resumed = Trainer.resume(str(tmp_path))
+    assert resumed.counters["iteration"] == 2
+    resumed.iterate()
+    assert_same_parameters(uninterrupted.network, resumed.network)
+    assert resumed.counters == {**uninterrupted.counters, "seconds": resumed.counters["seconds"]}
+    assert np.array_equal(uninterrupted.replay.values, resumed.replay.values)
+    assert uninterrupted.optimizer.state_dict()["state"][0]["step"] == resumed.optimizer.state_dict()["state"][0]["step"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(batch_size=1), "batch_size"), (dict(eval_games=3), "eval_games"), (dict(optimizer="rmsprop"), "optimizer"),
+    (dict(simulations=0), "simulations"), (dict(num_players=3), "num_players"), (dict(seed=-1), "seed"),
+    (dict(minutes=-1.0), "minutes"),
+])
+def test_bad_config_is_rejected(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+    with pytest.raises(ValueError, match="game"):
+        AlphaZeroConfig.for_game("chess")
+
+
+# --- end to end: CLI training, agent, play command --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A tiny TicTacToe run trained through the CLI, with an evaluation at the end."""
+    run_dir = str(tmp_path_factory.mktemp("alphazero") / "run")
+    main(["alphazero", "tictactoe", "--run-dir", run_dir, "--iterations", "2", "--channels", "8",
+          "--blocks", "1", "--games-per-iteration", "8", "--parallel-games", "8", "--simulations", "8",
+          "--train-steps", "3", "--batch-size", "16", "--eval-interval", "2", "--eval-games", "2",
+          "--eval-simulations", "8", "--baseline-simulations", "20", "--torch-threads", "1"])
+    return run_dir
+
+
+def test_cli_training_writes_checkpoint_and_metrics(trained_run):
+    state = checkpoint.load(os.path.join(trained_run, "checkpoint.pt"))
+    assert state["counters"]["iteration"] == 2 and state["counters"]["games"] == 16
+    with open(os.path.join(trained_run, "metrics.csv")) as file:
+        header = file.readline().strip().split(",")
+    for column in ("loss/policy", "loss/value", "eval/random_win", "eval/mcts_loss", "self_play/games_per_minute"):
+        assert column in header
+
+
+def test_agent_load_and_act(trained_run):
+    agent = AlphaZeroAgent.load(trained_run)
+    assert agent.config.game == "tictactoe" and agent.config.channels == 8
+    win_in_one = play([0, 3, 1, 4])  # X holds 0 and 1: 2 wins
+    assert agent.act(win_in_one, simulations=200) == 2
+    block = play([0, 4, 8, 2])  # O threatens 2-4-6: X must take 6
+    assert agent.act(block, simulations=400) == 6
+    with pytest.raises(ValueError, match="terminal"):
+        agent.act(play([0, 3, 1, 4, 2]))
+
+
+def test_agent_load_rejects_other_checkpoints(tmp_path):
+    path = tmp_path / "other.pt"
+    checkpoint.save(path, {"model": {}})
+    with pytest.raises(ValueError, match="not an AlphaZero checkpoint"):
+        AlphaZeroAgent.load(path)
+
+
+def test_play_against_reports_rates(trained_run):
+    rates = play_against(AlphaZeroAgent.load(trained_run), RandomAgent, games=4, seed=0)
+    assert set(rates) == {"win", "draw", "loss"} and sum(rates.values()) == pytest.approx(1.0)
+
+
+def run_play(*args, stdin: str):
+    return subprocess.run([sys.executable, "-m", "puffercore", "play", *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_play_command_with_piped_moves(trained_run):
+    # every cell in turn, twice: illegal ones are refused, and the game reaches its end
+    moves = "x\n" + "\n".join(str(cell) for cell in list(range(9)) * 2) + "\n"
+    result = run_play("tictactoe", "--checkpoint", trained_run, "--simulations", "50", stdin=moves)
+    assert result.returncode == 0, result.stderr
+    assert "'x' is not a legal move" in result.stdout
+    assert "agent plays" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1] in ("you win", "draw", "the agent wins")
+
+    second_seat = run_play("tictactoe", "--checkpoint", trained_run, "--seat", "1", stdin="")
+    assert second_seat.returncode == 0, second_seat.stderr
+    assert "agent plays" in second_seat.stdout and "game abandoned" in second_seat.stdout
+
+
+def test_play_command_rejects_the_wrong_game(trained_run):
+    result = run_play("connect4", "--checkpoint", trained_run, stdin="")
+    assert result.returncode == 2 and "plays tictactoe, not connect4" in result.stderr
+
+
+@pytest.mark.slow
+def test_tictactoe_agent_never_loses_to_random(tmp_path):
+    trainer = Trainer(AlphaZeroConfig.for_game("tictactoe", iterations=10, torch_threads=1), str(tmp_path))
+    while not trainer.done():
+        trainer.iterate()
+    rates = play_against(AlphaZeroAgent(trainer.network, trainer.config), RandomAgent, games=100, seed=1)
+    assert rates["loss"] == 0 and rates["win"] >= 0.8
