@@ -80,7 +80,7 @@ class Engine {
   static constexpr int kClaimWaitPauses = 64;
   // The caller's spin before it sleeps while workers step: short, because while the
   // workers hold every core a spinning caller only slows them down.
-  static constexpr int64_t kCallerSpinNs = 2000;
+  static constexpr int64_t kCallerSpinNs = 50000;
 
   const PcEnvSpec* spec_;
   void* envs_;
