@@ -78,8 +78,10 @@ class Engine {
 
   // How long the caller gives awake workers to claim the units it just sent.
   static constexpr int kClaimWaitPauses = 64;
-  // The caller's spin before it sleeps while workers step: short, because while the
-  // workers hold every core a spinning caller only slows them down.
+  // The caller's spin before it sleeps while workers finish. In a synchronous step
+  // the caller is one of the W stepping threads, so while it waits for the others'
+  // last units it takes no core they need; 50 us covers their usual lag and saves a
+  // futex wake-up (measured a few percent faster than 2 us on CartPole, 4096 envs).
   static constexpr int64_t kCallerSpinNs = 50000;
 
   const PcEnvSpec* spec_;
