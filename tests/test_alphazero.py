@@ -249,7 +249,9 @@ def test_play_against_reports_rates(trained_run):
 
 
 def run_play(*args, stdin: str):
-    return subprocess.run([sys.executable, "-m", "puffercore", "play", *args], input=stdin,
+    # -P: not the working directory first on sys.path, where a source checkout's
+    # puffercore/ (no compiled extensions) would shadow the installed package.
+    return subprocess.run([sys.executable, "-P", "-m", "puffercore", "play", *args], input=stdin,
                           capture_output=True, text=True, timeout=120)
 
 
