@@ -36,6 +36,15 @@ def check_count(value: Any, name: str) -> int:
     return int(value)
 
 
+def check_batching(num_envs: Any, batch_size: Any) -> tuple[int, int]:
+    """num_envs and batch_size (None: all envs) as every backend accepts them."""
+    num_envs = check_count(num_envs, "num_envs")
+    batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
+    if num_envs % batch_size:
+        raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+    return num_envs, batch_size
+
+
 def _wrapper_for(env: Any) -> Callable[..., PufferEnv]:
     """How to turn what a creator returned into a PufferEnv writing into given buffers."""
     if isinstance(env, gymnasium.Env):

@@ -32,7 +32,7 @@ import numpy as np
 
 from puffercore._engine import SharedWords
 from puffercore.env import Buffers, check_actions, check_seed
-from puffercore.vector.common import EnvFactory, VectorEnv, check_count, merge_infos, stepper
+from puffercore.vector.common import EnvFactory, VectorEnv, check_batching, check_count, merge_infos, stepper
 
 COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
 WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
@@ -168,10 +168,7 @@ class Processes(VectorEnv):
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
                  start_method=None, **env_kwargs):
-        num_envs = check_count(num_envs, "num_envs")
-        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
-        if num_envs % batch_size:
-            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        num_envs, batch_size = check_batching(num_envs, batch_size)
         if num_workers is None:
             num_workers = _default_workers(num_envs, batch_size)
         num_workers = check_count(num_workers, "num_workers")

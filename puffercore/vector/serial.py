@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from puffercore.env import PufferEnv, check_actions, check_seed
-from puffercore.vector.common import EnvFactory, VectorEnv, check_count, merge_infos, stepper
+from puffercore.vector.common import EnvFactory, VectorEnv, check_batching, merge_infos, stepper
 
 
 class Serial(VectorEnv):
@@ -16,10 +16,7 @@ class Serial(VectorEnv):
     `buffers` (rows of a bigger vector), it is itself a sub-env that vectors can nest."""
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0, buffers=None, **env_kwargs):
-        num_envs = check_count(num_envs, "num_envs")
-        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
-        if num_envs % batch_size:
-            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        num_envs, batch_size = check_batching(num_envs, batch_size)
         if num_workers not in (None, 1):
             raise ValueError(f"num_workers must be None or 1 for the serial backend, got {num_workers!r}")
         self._default_seed = check_seed(seed)

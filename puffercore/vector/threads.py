@@ -18,7 +18,7 @@ import numpy as np
 
 from puffercore._engine import ThreadEngine
 from puffercore.env import Buffers, check_actions, check_seed
-from puffercore.vector.common import VectorEnv, check_count, merge_infos
+from puffercore.vector.common import VectorEnv, check_batching, check_count, merge_infos
 
 # How long an idle worker spins, waiting for the next batch, before it sleeps in a
 # futex: longer than the caller's usual turn-around between steps (Python, inference),
@@ -30,10 +30,7 @@ SPIN_NANOSECONDS = 100_000
 class Threads(VectorEnv):
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
                  thread_affinity=False, **env_kwargs):
-        num_envs = check_count(num_envs, "num_envs")
-        batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
-        if num_envs % batch_size:
-            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
+        num_envs, batch_size = check_batching(num_envs, batch_size)
         if num_workers is None:
             # One per core, or fewer so that a batch splits evenly among them.
             cores = len(os.sched_getaffinity(0))
