@@ -3,7 +3,7 @@
 validates arguments; this layer only converts and releases the GIL while native code
 steps or waits."""
 
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
 
 cimport engine
@@ -34,10 +34,6 @@ cdef class ThreadEngine:
         if self.handle != NULL:
             with nogil:
                 self.handle.close()
-
-    def reset_all(self, uint64_t seed, uint64_t index_base):
-        with nogil:
-            self.handle.reset_all(seed, index_base)
 
     def step_all(self):
         with nogil:

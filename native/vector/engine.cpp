@@ -103,14 +103,8 @@ bool Engine::any_unclaimed() const {
 
 bool Engine::run_if_pending(int32_t u) {
   // Exchanging the command claims the unit, so a worker and the caller never both run it.
-  uint32_t command = units_[u].command.exchange(kNone, std::memory_order_acq_rel);
-  if (command == kStep) {
-    pc_step_range(spec_, envs_, units_[u].begin, units_[u].end);
-  } else if (command == kReset) {
-    pc_reset_range(spec_, envs_, units_[u].begin, units_[u].end, reset_seed_, reset_index_base_);
-  } else {
-    return false;
-  }
+  if (units_[u].command.exchange(kNone, std::memory_order_acq_rel) != kStep) return false;
+  pc_step_range(spec_, envs_, units_[u].begin, units_[u].end);
   publish(u);
   return true;
 }
@@ -170,14 +164,6 @@ void Engine::recv(int32_t* units_out, int count) {
   for (int i = 0; i < count; i++) returned_[units_out[i]] = false;
   consumed_ = target;
   in_flight_ -= count;
-}
-
-void Engine::reset_all(uint64_t seed, uint64_t index_base) {
-  if (in_flight_ != 0) throw std::logic_error("engine: reset while units are in flight; recv them first");
-  reset_seed_ = seed;
-  reset_index_base_ = index_base;
-  dispatch(all_units_.data(), num_units_, kReset, false);
-  recv(finished_.data(), num_units_);
 }
 
 void Engine::step_all() {

@@ -41,8 +41,6 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Seed every env from (seed, index_base + env index) and reset it; blocks.
-  void reset_all(uint64_t seed, uint64_t index_base);
   // Step every env once; blocks. The caller steps worker 0's share itself.
   void step_all();
   // Start stepping `count` units (ids in [0, num_units), none already in flight).
@@ -58,7 +56,7 @@ class Engine {
   int in_flight() const { return in_flight_; }
 
  private:
-  enum Command : uint32_t { kNone = 0, kStep = 1, kReset = 2 };
+  enum Command : uint32_t { kNone = 0, kStep = 1 };
 
   struct alignas(64) Unit {
     std::atomic<uint32_t> command{kNone};
@@ -105,7 +103,6 @@ class Engine {
   alignas(64) uint32_t consumed_ = 0;
   int in_flight_ = 0;
 
-  uint64_t reset_seed_ = 0, reset_index_base_ = 0;
   std::atomic<bool> stopping_{false};
   bool closed_ = false;
 };

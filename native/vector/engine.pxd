@@ -1,5 +1,5 @@
 # Cython declarations of the threads engine (engine.hpp).
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
 
 cdef extern from "puffercore/env.h":
@@ -10,7 +10,6 @@ cdef extern from "engine.hpp" namespace "puffercore":
     cdef cppclass Engine:
         Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
                int64_t spin_ns, vector[int] cpus) except +
-        void reset_all(uint64_t seed, uint64_t index_base) except + nogil
         void step_all() except + nogil
         void send(const int32_t* units, int count) except + nogil
         void recv(int32_t* units_out, int count) except + nogil
