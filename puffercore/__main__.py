@@ -24,15 +24,7 @@ import sys
 
 from puffercore import logger, ppo
 from puffercore.alphazero import cli as alphazero_cli
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+from puffercore.flags import value_options
 
 
 def _flag_names(field: dataclasses.Field) -> list[str]:
@@ -50,8 +42,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         group = field.metadata["group"]
         if group not in groups:
             groups[group] = parser.add_argument_group(f"{group} options")
-        kind = type(field.default)
-        extra = {"nargs": "?", "const": True, "type": _parse_bool, "metavar": "BOOL"} if kind is bool else {"type": kind}
+        extra = value_options(type(field.default))
         if field.metadata["choices"]:
             extra["choices"] = field.metadata["choices"]
         groups[group].add_argument(

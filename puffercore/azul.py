@@ -35,6 +35,7 @@ ROWS = 5
 CENTRE = 9
 FLOOR = 5
 NUM_ACTIONS = _azul.NUM_ACTIONS
+COLOR_LETTERS = "BYRKW"  # as the board prints them: K is black
 
 
 def _check_index(value, name: str, high: int) -> int:
@@ -90,6 +91,34 @@ class Azul(Game):
                                   (destination, "destination", FLOOR)):
             _check_index(value, name, high)
         return int((source * COLORS + color) * (FLOOR + 1) + destination)
+
+    @staticmethod
+    def parse_move(text: str) -> int:
+        """The action of a move written as SOURCE COLOUR DESTINATION, e.g. "3 R 1" or
+        "c k f": a factory number or c (centre); a colour letter B Y R K W; a pattern
+        line 0-4 or f (floor). Spaces are optional. ValueError if it is not one."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        letters = "".join(text.split()).upper()
+        if len(letters) != 3:
+            raise ValueError(f"a move is SOURCE COLOUR LINE like '3 R 1' or 'c K f', got {text!r}")
+        source_text, color_text, destination_text = letters
+        if source_text != "C" and not source_text.isdigit():
+            raise ValueError(f"source must be a factory number or c (centre), got {source_text!r}")
+        if color_text not in COLOR_LETTERS:
+            raise ValueError(f"colour must be one of {' '.join(COLOR_LETTERS)}, got {color_text!r}")
+        if destination_text not in "01234F":
+            raise ValueError(f"line must be 0-4 or f (floor), got {destination_text!r}")
+        source = CENTRE if source_text == "C" else int(source_text)
+        destination = FLOOR if destination_text == "F" else int(destination_text)
+        return Azul.action(source, COLOR_LETTERS.index(color_text), destination)
+
+    @staticmethod
+    def move_text(action: int) -> str:
+        """The notation parse_move reads, e.g. "3 R 1" or "c K f"."""
+        source, color, destination = Azul.describe(action)
+        return " ".join(("c" if source == CENTRE else str(source), COLOR_LETTERS[color],
+                         "f" if destination == FLOOR else str(destination)))
 
     @staticmethod
     def describe(action: int) -> tuple[int, int, int]:

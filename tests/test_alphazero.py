@@ -1,6 +1,7 @@
-"""AlphaZero training (puffercore.alphazero.trainer, network, cli) on TicTacToe."""
+"""AlphaZero training (puffercore.alphazero.trainer, network, cli) on TicTacToe and Azul."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,9 +14,9 @@ from puffercore.__main__ import main
 from puffercore.alphazero.agents import RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
 from puffercore.alphazero.trainer import (
-    AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, named_seeds, play_against, value_targets,
+    AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, named_seeds, play_against, train, value_targets,
 )
-from puffercore.games import TicTacToe
+from puffercore.games import Azul, TicTacToe
 
 
 def tiny_config(**overrides) -> AlphaZeroConfig:
@@ -260,7 +261,7 @@ def test_play_command_with_piped_moves(trained_run):
     moves = "x\n" + "\n".join(str(cell) for cell in list(range(9)) * 2) + "\n"
     result = run_play("tictactoe", "--checkpoint", trained_run, "--simulations", "50", stdin=moves)
     assert result.returncode == 0, result.stderr
-    assert "'x' is not a legal move" in result.stdout
+    assert "'x' is not a move" in result.stdout and "is not a legal move" in result.stdout
     assert "agent plays" in result.stdout
     assert result.stdout.rstrip().splitlines()[-1] in ("you win", "draw", "the agent wins")
 
@@ -272,6 +273,54 @@ def test_play_command_with_piped_moves(trained_run):
 def test_play_command_rejects_the_wrong_game(trained_run):
     result = run_play("connect4", "--checkpoint", trained_run, stdin="")
     assert result.returncode == 2 and "plays tictactoe, not connect4" in result.stderr
+
+
+def test_resume_with_a_new_budget_goes_on_from_the_checkpoint(trained_run, tmp_path):
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(trained_run, run_dir)
+    trainer = train(resume=run_dir, quiet=True, budget={"iterations": 3})
+    assert trainer.counters["iteration"] == 3 and trainer.counters["games"] == 24
+    with pytest.raises(ValueError, match="budget may set only"):
+        train(resume=run_dir, quiet=True, budget={"simulations": 4})
+    with pytest.raises(SystemExit):
+        main(["alphazero", "--resume", run_dir, "--simulations", "4"])
+
+
+# --- Azul ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def azul_run(tmp_path_factory):
+    """A tiny 2-player Azul run, evaluated against random, UCT and the greedy bot."""
+    run_dir = str(tmp_path_factory.mktemp("azul") / "run")
+    config = AlphaZeroConfig.for_game("azul", channels=16, blocks=1, games_per_iteration=2, parallel_games=2,
+                                      simulations=4, batch_size=16, train_steps=2, iterations=1, minutes=0,
+                                      eval_interval=1, eval_games=2, eval_simulations=4, baseline_simulations=10,
+                                      torch_threads=1, run_dir=run_dir)
+    return train(config, quiet=True)
+
+
+def test_azul_preset_trains_and_evaluates_against_the_greedy_bot(azul_run):
+    assert azul_run.config.normalize_values and azul_run.counters["games"] == 2
+    with open(os.path.join(azul_run.run_dir, "metrics.csv")) as file:
+        header = file.readline().strip().split(",")
+    assert {"eval/greedy_win", "eval/random_win", "eval/mcts_win"} <= set(header)
+    state = Azul().new_state(seed=3, num_players=2)
+    assert AlphaZeroAgent.load(azul_run.run_dir).act(state, simulations=8) in state.legal_actions()
+
+
+def test_play_azul_reads_moves_in_board_notation(azul_run):
+    state = Azul().new_state(seed=5, num_players=2)
+    legal = state.legal_actions()
+    illegal = next(action for action in range(Azul().num_actions) if action not in legal)
+    stdin = "\n".join(["?", "zz", Azul.move_text(illegal), Azul.move_text(legal[0])]) + "\n"
+    result = run_play("azul", "--checkpoint", azul_run.run_dir, "--seed", "5", "--simulations", "4", stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "game seed 5" in out and "factories:" in out and "'?' lists them" in out
+    assert "legal moves: " + ", ".join(Azul.move_text(action) for action in legal) in out
+    assert "'zz' is not a move" in out and f"'{Azul.move_text(illegal)}' is not a legal move" in out
+    assert "agent plays" in out and "game abandoned" in out
 
 
 @pytest.mark.slow

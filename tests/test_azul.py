@@ -620,3 +620,23 @@ def test_bad_arguments_raise_clear_errors():
         random_games(0)
     with pytest.raises(ValueError, match="num_players"):
         random_games(1, num_players=1)
+
+
+def test_move_notation_round_trips_every_action():
+    for action in range(Azul().num_actions):
+        text = Azul.move_text(action)
+        assert Azul.parse_move(text) == action
+        assert Azul.parse_move(text.replace(" ", "").lower()) == action
+    assert Azul.parse_move("3 R 1") == Azul.action(3, RED, 1)
+    assert Azul.parse_move("c k f") == Azul.action(CENTRE, BLACK, FLOOR)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("3 R", "SOURCE COLOUR LINE"), ("x R 1", "source"), ("3 G 1", "colour"), ("3 R 7", "line"),
+    ("3 R 1 2", "SOURCE COLOUR LINE"),
+])
+def test_move_notation_rejects_what_is_not_a_move(text, message):
+    with pytest.raises(ValueError, match=message):
+        Azul.parse_move(text)
+    with pytest.raises(TypeError, match="str"):
+        Azul.parse_move(12)

@@ -309,6 +309,45 @@ def test_agents_play_legal_moves_deterministically():
         RandomAgent().act(play(TicTacToe(), [0, 3, 1, 4, 2]))
 
 
+def hashed_evaluator(scale):
+    """Connect4 leaf values from a fixed hash of the position, times `scale`; uniform priors."""
+    weights = np.random.default_rng(7).normal(size=(2 * 6 * 7,)).astype(np.float32)
+
+    def evaluate(observations, legal_masks):
+        value = np.tanh(observations.reshape(len(observations), -1) @ weights) * np.float32(scale)
+        priors = legal_masks / legal_masks.sum(axis=1, keepdims=True)
+        return priors, np.stack([value, -value], axis=1)
+
+    return evaluate
+
+
+def visit_counts_after(moves, evaluator, normalize_values):
+    mcts = BatchedMCTS(Connect4(), 1, num_simulations=60, dirichlet_epsilon=0.0, normalize_values=normalize_values)
+    mcts.search([play(Connect4(), moves)], evaluator)
+    return mcts.visit_counts(0)
+
+
+def test_normalized_values_make_the_search_independent_of_the_value_scale():
+    # Values scaled by a power of two scale every mean and bound exactly, so a normalized
+    # search takes the same path; without normalization small values leave the search
+    # to the priors (uniform here: visits spread evenly), large ones let Q decide.
+    moves = [3, 3, 2]
+    small, large = hashed_evaluator(1 / 64), hashed_evaluator(1.0)
+    normalized = visit_counts_after(moves, small, True)
+    np.testing.assert_array_equal(normalized, visit_counts_after(moves, large, True))
+    assert normalized.max() > 2 * normalized[normalized > 0].min()
+    plain_small = visit_counts_after(moves, small, False)
+    assert plain_small.max() - plain_small[plain_small > 0].min() <= 1
+    assert not np.array_equal(plain_small, visit_counts_after(moves, large, False))
+
+
+def test_normalized_search_still_finds_a_win_and_blocks_a_loss():
+    for moves, best in ((WIN_IN_ONE, 3), (MUST_BLOCK, 2)):
+        mcts = BatchedMCTS(Connect4(), 1, num_simulations=400, dirichlet_epsilon=0.0, normalize_values=True)
+        mcts.search([play(Connect4(), moves)], uniform_evaluator)
+        assert mcts.choose_action(0, temperature=0.0) == best
+
+
 def test_bad_inputs_raise_clear_errors():
     game, state = Connect4(), Connect4().new_state()
     with pytest.raises(TypeError, match="game must be"):
@@ -318,7 +357,7 @@ def test_bad_inputs_raise_clear_errors():
         (dict(c_base=0.0), "c_base"), (dict(c_init=-1.0), "c_init"),
         (dict(dirichlet_alpha=0.0), "dirichlet_alpha"), (dict(dirichlet_epsilon=1.5), "dirichlet_epsilon"),
         (dict(max_nodes=7), "max_nodes"), (dict(seed=-1), "seed"), (dict(seed=[1, 2]), "seed"),
-        (dict(c_init=float("nan")), "c_init"),
+        (dict(c_init=float("nan")), "c_init"), (dict(normalize_values=1), "normalize_values"),
     ]:
         with pytest.raises((TypeError, ValueError), match=message):
             BatchedMCTS(game, **{"batch_size": 1, **kwargs})

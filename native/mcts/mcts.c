@@ -172,6 +172,22 @@ void mcts_destroy(Mcts* m) {
 static void plant_root(MctsTree* t) {
     t->nodes[0] = empty_root();
     t->num_nodes = 1;
+    t->value_low = INFINITY;
+    t->value_high = -INFINITY;
+}
+
+/* Back up a simulation's values along the tree's current path and widen the bounds of
+ * the mean values seen, which normalize_values rescales Q with. */
+static void back_up_path(MctsTree* t, const float* values, int32_t num_players) {
+    mcts_backup(t->nodes, t->path, t->path_length, values, num_players);
+    for (int32_t d = 1; d < t->path_length; d++) {
+        const MctsNode* node = &t->nodes[t->path[d]];
+        for (int32_t p = 0; p < num_players; p++) {
+            float mean = node->value_sum[p] / (float)node->visits;
+            t->value_low = fminf(t->value_low, mean);
+            t->value_high = fmaxf(t->value_high, mean);
+        }
+    }
 }
 
 int mcts_has_tree(const Mcts* m, int32_t i) { return m->trees[i].num_nodes > 0; }
@@ -253,12 +269,23 @@ static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index
     const float* root_priors = node_index == 0 ? t->root_priors : NULL;
     float c = logf((1.0f + (float)node->visits + m->config.c_base) / m->config.c_base) + m->config.c_init;
     float exploration = c * sqrtf((float)node->visits);
+    /* Normalized: q -> (q - low) * scale, and an unvisited child is valued like its
+     * parent, because 0 is not "even" when returns are not centred on it (in Azul, a
+     * player far ahead would otherwise never try a new move and one far behind try
+     * every one). Without normalization an unvisited child's q is 0. */
+    float low = 0.0f, scale = 1.0f, unvisited = 0.0f;
+    if (m->config.normalize_values && t->value_high > t->value_low) {
+        low = t->value_low;
+        scale = 1.0f / (t->value_high - t->value_low);
+        if (node->visits > 0) unvisited = node->value_sum[player] / (float)node->visits;
+    }
     int32_t best = -1;
     float best_score = -INFINITY;
     for (int32_t k = 0; k < node->num_children; k++) {
         const MctsNode* child = &children[k];
         if (available && !available[child->action]) continue;
-        float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : 0.0f;
+        float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : unvisited;
+        q = (q - low) * scale;
         float prior = root_priors ? root_priors[k] : child->prior;
         float score = q + exploration * prior / (1.0f + (float)child->visits);
         if (best < 0 || score > best_score) {
@@ -310,7 +337,7 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         if (game->is_terminal(t->leaf_state)) {
             float returns[PC_GAME_MAX_PLAYERS];
             game->returns(t->leaf_state, returns);
-            mcts_backup(t->nodes, t->path, t->path_length, returns, game->num_players(t->leaf_state));
+            back_up_path(t, returns, game->num_players(t->leaf_state));
             continue;
         }
         game->legal_mask(t->leaf_state, mask);
@@ -344,7 +371,7 @@ void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const in
         float by_seat[PC_GAME_MAX_PLAYERS];
         for (int32_t k = 0; k < num_players; k++)
             by_seat[(mover + k) % num_players] = values[(size_t)row * (size_t)value_width + (size_t)k];
-        mcts_backup(t->nodes, t->path, t->path_length, by_seat, num_players);
+        back_up_path(t, by_seat, num_players);
     }
 }
 

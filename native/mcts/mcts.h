@@ -44,6 +44,11 @@ typedef struct MctsConfig {
     float c_init;
     float dirichlet_alpha;
     float dirichlet_epsilon; /* 0 disables root noise */
+    /* 1: PUCT sees Q rescaled to [0, 1] by the smallest and largest mean value backed up
+     * in this tree so far (MuZero), for games whose returns are far smaller or larger
+     * than the [-1, 1] that c_init assumes (Azul's score margins / 100); unvisited
+     * children then take their parent's value instead of 0. */
+    int32_t normalize_values;
 } MctsConfig;
 
 /* One game's search. Node 0 is the root; num_nodes == 0 means no tree yet. */
@@ -58,6 +63,7 @@ typedef struct MctsTree {
     int32_t simulations_left;
     int32_t searching;
     int32_t noise_pending;
+    float value_low, value_high; /* bounds of the mean values seen (normalize_values) */
     PcRng rng; /* Dirichlet noise and temperature sampling */
 } MctsTree;
 

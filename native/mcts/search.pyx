@@ -59,6 +59,7 @@ cdef extern from "mcts.h" nogil:
         float c_init
         float dirichlet_alpha
         float dirichlet_epsilon
+        int32_t normalize_values
     ctypedef struct MctsTree:
         int32_t num_nodes
         uint8_t* root_state
@@ -350,7 +351,7 @@ cdef class BatchedMCTS:
     cdef bint _busy  # inside search(): the evaluator must not touch this object
 
     def __init__(self, game, batch_size, num_simulations=800, c_base=19652.0, c_init=1.25,
-                 dirichlet_alpha=0.3, dirichlet_epsilon=0.25, max_nodes=None, seed=0):
+                 dirichlet_alpha=0.3, dirichlet_epsilon=0.25, normalize_values=False, max_nodes=None, seed=0):
         if not isinstance(game, Game):
             raise TypeError(f"game must be a puffercore.games.Game, got {type(game).__name__}")
         self.game = game
@@ -367,6 +368,9 @@ cdef class BatchedMCTS:
         config.c_init = _check_float(c_init, "c_init", 0.0)
         config.dirichlet_alpha = _check_float(dirichlet_alpha, "dirichlet_alpha", 0.0, low_inclusive=False)
         config.dirichlet_epsilon = _check_float(dirichlet_epsilon, "dirichlet_epsilon", 0.0, high=1.0)
+        if not isinstance(normalize_values, (bool, np.bool_)):
+            raise TypeError(f"normalize_values must be a bool, got {normalize_values!r}")
+        config.normalize_values = bool(normalize_values)
         if isinstance(seed, (list, tuple, np.ndarray)):
             if len(seed) != self.batch_size:
                 raise ValueError(f"seed must be an int or {self.batch_size} ints (one per game), got {len(seed)}")

@@ -7,11 +7,39 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import secrets
 import sys
+from dataclasses import dataclass
+from typing import Callable
 
-from puffercore.alphazero.trainer import GAMES, PRESETS, AlphaZeroAgent, AlphaZeroConfig, train
+from puffercore.alphazero.trainer import BUDGET_FIELDS, GAMES, PRESETS, AlphaZeroAgent, AlphaZeroConfig, train
+from puffercore.azul import Azul
+from puffercore.flags import value_options
 
-MOVE_HINTS = {"connect4": "a column, 0-6", "tictactoe": "a cell, 0-8 row by row (4 is the centre)"}
+def _parse_index(text: str) -> int:
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"expected a number, got {text!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class MoveFormat:
+    """How a person types a game's moves: `parse(text) -> action` (ValueError when it is
+    not a move) and `text(action)`, the same notation back."""
+
+    hint: str
+    parse: Callable[[str], int] = _parse_index
+    text: Callable[[int], str] = str
+
+
+MOVE_FORMATS = {
+    "connect4": MoveFormat("a column, 0-6"),
+    "tictactoe": MoveFormat("a cell, 0-8 row by row (4 is the centre)"),
+    "azul": MoveFormat("SOURCE COLOUR LINE, e.g. '3 R 1' or 'c K f': a factory or c (centre), "
+                       "a colour B Y R K W, a pattern line 0-4 or f (floor)", Azul.parse_move, Azul.move_text),
+}
+# More legal moves than this are listed only on request ("?").
+LISTED_MOVES = 12
 
 
 def add_commands(commands) -> None:
@@ -25,7 +53,7 @@ def add_commands(commands) -> None:
         if field.name == "game":
             continue
         names = {f"--{field.name.replace('_', '-')}", f"--{field.name}"}
-        options.add_argument(*sorted(names), dest=field.name, type=type(field.default), default=None,
+        options.add_argument(*sorted(names), dest=field.name, default=None, **value_options(type(field.default)),
                              help=f"{field.metadata['help']} (default {field.default!r}, or the game preset)")
     trainer.set_defaults(handler=_train)
 
@@ -36,6 +64,8 @@ def add_commands(commands) -> None:
     play.add_argument("--simulations", type=int, default=None, help="agent's MCTS simulations per move "
                       "(default: its evaluation setting)")
     play.add_argument("--seat", type=int, default=0, help="your seat: 0 moves first (default), 1 second")
+    play.add_argument("--seed", type=int, default=None, help="seed of the game's chance events (Azul's draws); "
+                      "default: a random one, printed so the game can be replayed")
     play.set_defaults(handler=_play)
 
 
@@ -43,9 +73,11 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(AlphaZeroConfig)
                  if field.name != "game" and getattr(args, field.name) is not None}
     if args.resume:
-        if overrides or args.game:
-            parser.error("--resume continues a run with its saved config; give no game and no config flags")
-        trainer = train(resume=args.resume)
+        others = sorted(set(overrides) - set(BUDGET_FIELDS))
+        if others or args.game:
+            parser.error("--resume continues a run with its saved config; give no game and no config flags "
+                         f"but {' and '.join('--' + name for name in BUDGET_FIELDS)}, got {others or args.game}")
+        trainer = train(resume=args.resume, budget=overrides)
     else:
         if not args.game:
             parser.error(f"give a game ({', '.join(sorted(PRESETS))}) or --resume RUN_DIR")
@@ -61,24 +93,38 @@ def _play(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--simulations must be >= 1, got {args.simulations}")
     if not 0 <= args.seat < agent.config.num_players:
         parser.error(f"--seat must be in [0, {agent.config.num_players - 1}], got {args.seat}")
-    state = agent.game.new_state(num_players=agent.config.num_players)
+    if args.seed is None:
+        args.seed = secrets.randbelow(2**63)
+    elif not 0 <= args.seed < 2**64:
+        parser.error(f"--seed must be in [0, 2**64), got {args.seed}")
+    moves = MOVE_FORMATS[args.game]
+    print(f"game seed {args.seed}")
+    state = agent.game.new_state(seed=args.seed, num_players=agent.config.num_players)
     while not state.is_terminal():
         print(state, flush=True)
         if state.current_player() != args.seat:
             action = agent.act(state, simulations=args.simulations)
-            print(f"agent plays {action}")
+            print(f"agent plays {moves.text(action)}")
         else:
             legal = state.legal_actions()
-            print(f"your move ({MOVE_HINTS[args.game]}; legal: {' '.join(map(str, legal))}): ", end="", flush=True)
+            listed = " ".join(map(moves.text, legal)) if len(legal) <= LISTED_MOVES else "'?' lists them"
+            print(f"your move ({moves.hint}; legal: {listed}): ", end="", flush=True)
             line = sys.stdin.readline()
             if not line:
                 print("\nno more input: game abandoned")
                 return
             text = line.strip()
-            if not text.lstrip("-").isdigit() or int(text) not in legal:
+            if text == "?":
+                print("legal moves: " + ", ".join(map(moves.text, legal)))
+                continue
+            try:
+                action = moves.parse(text)
+            except ValueError as error:
+                print(f"{text!r} is not a move: {error}")
+                continue
+            if action not in legal:
                 print(f"{text!r} is not a legal move")
                 continue
-            action = int(text)
         state.apply(action)
     print(state)
     returns = state.returns()

@@ -26,14 +26,16 @@ import torch
 import torch.nn.functional as F
 
 from puffercore import checkpoint
-from puffercore.alphazero.agents import MCTSBaseline, RandomAgent
+from puffercore.alphazero.agents import GreedyAzulAgent, MCTSBaseline, RandomAgent
 from puffercore.alphazero.mcts import BatchedMCTS
 from puffercore.alphazero.network import PolicyValueNet
 from puffercore.env import check_seed, derive_seed
-from puffercore.games import Connect4, TicTacToe
+from puffercore.games import Azul, Connect4, TicTacToe
 from puffercore.logger import Logger, console_view
 
-GAMES = {"connect4": Connect4, "tictactoe": TicTacToe}
+GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}
+# Evaluation opponents beyond the random agent and the MCTS baseline every game gets.
+GAME_OPPONENTS = {"azul": {"greedy": lambda game_seed: GreedyAzulAgent()}}
 
 # Every source of randomness draws from its own child of the run seed.
 SEED_NAMES = ("network", "self_play", "replay", "evaluation", "games")
@@ -66,6 +68,7 @@ class AlphaZeroConfig:
     simulations: int = _option(100, "MCTS simulations per self-play move")
     c_base: float = _option(19652.0, "PUCT c_base")
     c_init: float = _option(1.25, "PUCT c_init")
+    normalize_values: bool = _option(False, "PUCT sees Q rescaled to [0, 1] by the tree's value range (for returns far from [-1, 1])")
     dirichlet_alpha: float = _option(0.3, "Dirichlet noise concentration at the root")
     dirichlet_epsilon: float = _option(0.25, "weight of the root noise")
     temperature_moves: int = _option(10, "moves sampled in proportion to visits (temperature 1); later ones argmax")
@@ -136,6 +139,14 @@ PRESETS = {
                      dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
                      learning_rate=2e-3, train_steps=50, iterations=1000, minutes=30, eval_interval=4,
                      eval_games=20, eval_simulations=100),
+    # Azul: flat observations (an MLP tower), ~70 moves a game with dozens of legal moves.
+    # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q. An
+    # iteration takes seconds and UCT rollouts of whole Azul games are slow, so evaluation
+    # is sparse and its baseline searches less.
+    "azul": dict(channels=128, blocks=2, games_per_iteration=64, parallel_games=64, simulations=50,
+                 normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,
+                 batch_size=256, learning_rate=1e-3, train_steps=50, iterations=100_000, minutes=60,
+                 eval_interval=25, eval_games=20, eval_simulations=50, baseline_simulations=200),
 }
 
 
@@ -244,7 +255,8 @@ class AlphaZeroAgent:
     def search(self, batch_size: int, simulations: int | None = None, seed: int = 0):
         """A noise-free BatchedMCTS for this agent's games."""
         return BatchedMCTS(self.game, batch_size, num_simulations=simulations or self.config.eval_simulations,
-                           c_base=self.config.c_base, c_init=self.config.c_init, dirichlet_epsilon=0.0, seed=seed)
+                           c_base=self.config.c_base, c_init=self.config.c_init,
+                           normalize_values=self.config.normalize_values, dirichlet_epsilon=0.0, seed=seed)
 
     def act(self, state, simulations: int | None = None) -> int:
         if state.game != self.game:
@@ -328,7 +340,8 @@ class Trainer:
         config = self.config
         slots = min(config.parallel_games, config.games_per_iteration)
         mcts = BatchedMCTS(self.game, slots, num_simulations=config.simulations, c_base=config.c_base,
-                           c_init=config.c_init, dirichlet_alpha=config.dirichlet_alpha,
+                           c_init=config.c_init, normalize_values=config.normalize_values,
+                           dirichlet_alpha=config.dirichlet_alpha,
                            dirichlet_epsilon=config.dirichlet_epsilon,
                            seed=derive_seed(self.seeds["self_play"], self.counters["iteration"]))
         evaluate = make_evaluator(self.network.eval())
@@ -405,7 +418,8 @@ class Trainer:
         agent = AlphaZeroAgent(self.network, config)
         seed = derive_seed(self.seeds["evaluation"], self.counters["iteration"])
         opponents = {"random": RandomAgent,
-                     "mcts": lambda game_seed: MCTSBaseline(config.baseline_simulations, seed=game_seed)}
+                     "mcts": lambda game_seed: MCTSBaseline(config.baseline_simulations, seed=game_seed),
+                     **GAME_OPPONENTS.get(config.game, {})}
         scalars = {}
         for index, (name, make_opponent) in enumerate(opponents.items()):
             rates = play_against(agent, make_opponent, config.eval_games, derive_seed(seed, index))
@@ -465,15 +479,27 @@ class Trainer:
         return self.progress() >= 1.0
 
 
+# What a resumed run may change: how long it goes on.
+BUDGET_FIELDS = ("iterations", "minutes")
+
+
 def default_run_dir(config: AlphaZeroConfig) -> str:
     return os.path.join("runs", f"alphazero-{config.game}-{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quiet: bool = False) -> Trainer:
+def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quiet: bool = False,
+          budget: dict | None = None) -> Trainer:
     """Run (or, with `resume=RUN_DIR`, continue) a training run until `config.iterations`
-    or `config.minutes`; metrics go to RUN_DIR (CSV, TensorBoard) and the console."""
+    or `config.minutes`; metrics go to RUN_DIR (CSV, TensorBoard) and the console. A
+    resumed run may get a new `budget` ({"minutes": 90} extends a finished run)."""
     if resume:
         trainer = Trainer.resume(resume)
+        if budget:
+            unknown = set(budget) - set(BUDGET_FIELDS)
+            if unknown:
+                raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
+            trainer.config = dataclasses.replace(trainer.config, **budget)
+            trainer.config.validate()
     else:
         trainer = Trainer(config, config.run_dir or default_run_dir(config))
     config = trainer.config

@@ -1,0 +1,58 @@
+"""A trained AlphaZero checkpoint against the evaluation opponents, seats swapped: half
+the games in each seat, every game's chance events seeded.
+
+    python bench/alphazero_strength.py runs/alphazero-azul-0-... --games 200 --simulations 50 200
+    python bench/alphazero_strength.py c4_run --opponents uct --uct-simulations 1000 --simulations 400
+
+Prints one line per (agent simulations, opponent): win / draw / loss rates and seconds.
+"""
+
+import argparse
+import time
+
+import torch
+
+from puffercore import checkpoint
+from puffercore.alphazero import MCTSBaseline, RandomAgent
+from puffercore.alphazero.trainer import CHECKPOINT_NAME, GAME_OPPONENTS, AlphaZeroAgent, play_against
+from puffercore.env import derive_seed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", help="checkpoint.pt or its run directory")
+    parser.add_argument("--games", type=int, default=200, help="games per opponent (even: half in each seat)")
+    parser.add_argument("--simulations", type=int, nargs="+", default=[None],
+                        help="agent's MCTS simulations per move, one or more (default: its evaluation setting)")
+    parser.add_argument("--opponents", nargs="+", default=None,
+                        help="random, uct, and the game's own (greedy for Azul); default: all")
+    parser.add_argument("--uct-simulations", type=int, default=1000, help="the UCT baseline's simulations per move")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    args = parser.parse_args()
+    if args.games < 2 or args.games % 2:
+        parser.error(f"--games must be even and >= 2, got {args.games}")
+    torch.set_num_threads(args.threads)
+
+    agent = AlphaZeroAgent.load(args.checkpoint)
+    opponents = {"random": RandomAgent,
+                 "uct": lambda game_seed: MCTSBaseline(args.uct_simulations, seed=game_seed),
+                 **GAME_OPPONENTS.get(agent.config.game, {})}
+    chosen = args.opponents or list(opponents)
+    unknown = sorted(set(chosen) - set(opponents))
+    if unknown:
+        parser.error(f"--opponents must be among {sorted(opponents)}, got {unknown}")
+    path = args.checkpoint if args.checkpoint.endswith(".pt") else f"{args.checkpoint}/{CHECKPOINT_NAME}"
+    counters = checkpoint.load(path)["counters"]
+    print(f"{agent.config.game}: {counters['seconds'] / 60:.1f} training minutes, {counters['games']} self-play games")
+    for simulations in args.simulations:
+        for index, name in enumerate(chosen):
+            start = time.perf_counter()
+            rates = play_against(agent, opponents[name], args.games, derive_seed(args.seed, index), simulations)
+            print(f"agent {simulations or agent.config.eval_simulations} simulations vs {name}: "
+                  f"win {rates['win']:.3f}  draw {rates['draw']:.3f}  loss {rates['loss']:.3f}  "
+                  f"({args.games} games, {time.perf_counter() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
