@@ -37,10 +37,13 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 
 import puffercore.vector  # noqa: E402
-from puffercore.ocean import CartPole, NativeEnv  # noqa: E402
+from puffercore.ocean import Busy, CartPole, NativeEnv  # noqa: E402
 from puffercore.testing import CountingEnv  # noqa: E402
 
 POOL = 16
+INFERENCE_PER_ROW = 50e-6
+busy_env = functools.partial(Busy, min_cost_us=0.0, max_cost_us=200.0)
+counting_env = functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6))
 
 
 def cartpole_v1():
@@ -73,10 +76,17 @@ def rate(step, rows_per_call, seconds):
     return calls * rows_per_call / elapsed
 
 
-def sync_rate(env, seconds):
+def sync_rate(env, seconds, inference_seconds=0.0):
+    """step loop; `inference_seconds` of busy work per step stand in for the policy."""
     env.reset(seed=0)
     actions = action_pool(env.single_action_space, env.num_agents)
-    return rate(lambda i: env.step(actions[i % POOL]), env.num_agents, seconds)
+
+    def step(i):
+        env.step(actions[i % POOL])
+        if inference_seconds:
+            busy(inference_seconds)
+
+    return rate(step, env.num_agents, seconds)
 
 
 def staggered_rate(vec, seconds, inference_seconds=0.0):
@@ -107,7 +117,7 @@ def measure(name, build, seconds, step_kind="sync", **kwargs):
         print(f"  {name}: unavailable ({type(error).__name__}: {error})")
         return None
     try:
-        return staggered_rate(env, seconds, **kwargs) if step_kind == "staggered" else sync_rate(env, seconds)
+        return (staggered_rate if step_kind == "staggered" else sync_rate)(env, seconds, **kwargs)
     finally:
         env.close()
 
@@ -206,12 +216,13 @@ def print_table(results, envs):
         print(f"{name:<17}" + "".join(cells))
 
 
-def ratio_line(label, numerator, denominator, target):
+def ratio_line(label, numerator, denominator, target=None):
     if numerator is None or denominator is None:
         print(f"  {label}: not measured")
         return
     value = numerator / denominator
-    print(f"  {label}: {value:.2f}x (target >= {target}x) {'ok' if value >= target else 'BELOW TARGET'}")
+    verdict = "" if target is None else f" (target >= {target}x) {'ok' if value >= target else 'BELOW TARGET'}"
+    print(f"  {label}: {value:.2f}x{verdict}")
 
 
 def targets(args, results):
@@ -235,35 +246,28 @@ def targets(args, results):
               f"{async_peer / 1e3:.1f} k steps/s")
     ratio_line("processes / gymnasium AsyncVectorEnv, CartPole-v1 128 envs", processes, async_peer, 5)
 
-    # An env whose step cost varies 0-200 us, 4 workers x 2 envs, with 200 us of
-    # simulated policy inference per batch: sync waits for the slowest worker and
-    # then infers; staggered infers on one half while the other half steps.
-    uneven = functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6))
-    inference = 200e-6
-
-    def sync_uneven():
-        vec = puffercore.vector.make(uneven, 8, backend="processes", num_workers=4)
-        vec.reset(seed=0)
-        actions = np.zeros(8, np.int32)
-
-        def step(_):
-            vec.step(actions)
-            busy(inference)
-
-        try:
-            return rate(step, 8, args.seconds)
-        finally:
-            vec.close()
-
-    sync = sync_uneven()
-    staggered = measure(
-        "staggered uneven",
-        lambda: puffercore.vector.make(uneven, 8, backend="processes", num_workers=4, batch_size=4),
-        args.seconds, "staggered", inference_seconds=inference,
-    )
-    print(f"  uneven env (0-200 us/step), 200 us inference/batch: sync {sync / 1e3:.1f} k steps/s, "
-          f"staggered {staggered / 1e3:.1f} k steps/s")
-    ratio_line("staggered / sync on the uneven env", staggered, sync, 1.3)
+    # Uneven step cost, 0-200 us per step (uniform), with policy inference simulated at
+    # INFERENCE_PER_ROW seconds per row. Sync steps every env, then infers on all rows;
+    # staggered (batch = half the envs) infers on the half that is back while the other
+    # half steps. Threads: 4 envs, 2 workers (the caller steps one's share in sync);
+    # processes: 2 envs, one per worker process.
+    for label, build, envs, workers in (
+        ("threads, native Busy env", functools.partial(puffercore.vector.make, busy_env, backend="threads"), 4, 2),
+        ("processes, Python CountingEnv",
+         functools.partial(puffercore.vector.make, counting_env, backend="processes"), 2, 2),
+    ):
+        for inference in (0.0, INFERENCE_PER_ROW):
+            sync = measure(f"{label} sync", lambda: build(envs, num_workers=workers), args.seconds,
+                           inference_seconds=inference * envs)
+            staggered = measure(
+                f"{label} staggered", lambda: build(envs, num_workers=workers, batch_size=envs // 2), args.seconds,
+                "staggered", inference_seconds=inference * (envs // 2),
+            )
+            name = f"uneven env (0-200 us/step), {label}, {inference * 1e6:.0f} us inference per row"
+            if sync and staggered:
+                print(f"  {name}: sync {sync / 1e3:.1f} k steps/s, staggered {staggered / 1e3:.1f} k steps/s")
+            target = 1.3 if label.startswith("threads") and inference else None
+            ratio_line(f"staggered / sync, {name}", staggered, sync, target)
 
     for workers in (1, args.workers, 2 * args.workers):
         vec = puffercore.vector.make(CartPole, workers, backend="threads", num_workers=workers)

@@ -1,10 +1,12 @@
 /* Steps every ocean env under AddressSanitizer/UBSan (tests/test_ocean_asan.py builds
  * it). Buffers are separate exact-size heap blocks, so a write past an env's rows is
  * caught. Actions cover the whole valid range. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 (Busy spins on it) */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "azul.h"
+#include "busy.h"
 #include "cartpole.h"
 #include "connect4.h"
 #include "snake.h"
@@ -18,6 +20,10 @@ static void configure_squared(void* env) {
     ((Squared*)env)->max_steps = 14;
 }
 static void configure_template(void* env) { ((Template*)env)->length = 5; }
+static void configure_busy(void* env) {
+    Busy* busy = (Busy*)env;
+    busy->length = 9, busy->min_cost_us = 0.0f, busy->max_cost_us = 2.0f;
+}
 static void configure_snake(void* env) {
     Snake* snake = (Snake*)env;
     snake->width = 5, snake->height = 4, snake->num_snakes = 6, snake->num_food = 8, snake->vision = 3;
@@ -92,6 +98,7 @@ int main(void) {
     squared.obs_size = 7 * 7;
     run(squared, configure_squared, 5, 2000, 5, 0);
     run(TEMPLATE_SPEC, configure_template, 5, 500, 2, 0);
+    run(BUSY_SPEC, configure_busy, 3, 500, 2, 0);
     PcEnvSpec snake = SNAKE_SPEC;
     snake.env_size = snake_env_size(5, 4, 6, 3), snake.rows = 6, snake.obs_size = 7 * 7;
     run(snake, configure_snake, 3, 3000, 4, 0);

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV_DIRS = ["cartpole", "squared", "snake", "template", "connect4", "azul"]
+ENV_DIRS = ["cartpole", "squared", "snake", "template", "connect4", "azul", "busy"]
 
 
 def test_envs_step_cleanly_under_address_sanitizer(tmp_path):
@@ -28,5 +28,5 @@ def test_envs_step_cleanly_under_address_sanitizer(tmp_path):
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(driver)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    for name in ["CartPole", "Squared", "Template", "Snake", "Connect4", "Azul"]:
+    for name in ["CartPole", "Squared", "Template", "Busy", "Snake", "Connect4", "Azul"]:
         assert f"{name}: " in run.stdout

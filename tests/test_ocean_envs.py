@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import puffercore
 from puffercore.env import Buffers, GymnasiumView, PufferEnv
-from puffercore.ocean import Azul, CartPole, Connect4, NativeEnv, Snake, Squared
+from puffercore.ocean import Azul, Busy, CartPole, Connect4, NativeEnv, Snake, Squared
 
 # One row per env so that GymnasiumView applies; Snake with one snake.
 SINGLE_ROW = {
@@ -21,6 +21,7 @@ SINGLE_ROW = {
     # random actions play full columns: let them lose instead of raising
     "connect4": (Connect4, {"opponent": "random", "illegal_move": "lose"}),
     "azul": (Azul, {"num_players": 3, "illegal_move": "lose"}),
+    "busy": (Busy, {"length": 7, "max_cost_us": 5.0}),
 }
 # Several rows per env for the multi-row tests.
 MULTI_ROW = {**SINGLE_ROW, "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 3, "num_food": 3, "vision": 2})}
@@ -206,6 +207,8 @@ def test_unknown_kwargs_are_rejected(cls):
     [
         (CartPole, {"continuous": 1}, "continuous"),
         (Squared, {"size": 4}, "size must be odd"),
+        (Busy, {"max_cost_us": -1.0}, "max_cost_us"), (Busy, {"min_cost_us": 5.0, "max_cost_us": 1.0}, "min_cost_us"),
+        (Busy, {"length": 0}, "length"),
         (Squared, {"size": 1}, "size"),
         (Squared, {"max_steps": 0}, "max_steps"),
         (Snake, {"width": 1}, "width"),
@@ -328,3 +331,18 @@ def test_serial_vector_of_single_envs_equals_one_multi_env(name):
     actions = random_actions(whole, np.random.default_rng(5), 60)
     assert_same_frames(rollout(vector, actions, seed=9), rollout(whole, actions, seed=9))
     vector.close()
+
+
+def test_busy_steps_cost_the_drawn_time_and_follow_the_game():
+    import time
+    env = Busy(num_envs=4, seed=0, length=3, min_cost_us=200.0, max_cost_us=400.0)
+    env.reset(seed=1)
+    start = time.perf_counter()
+    steps = 23  # the next step is the 8th episode's last
+    for _ in range(steps):
+        _, rewards, terminals, truncations, info = env.step(np.ones(4, np.int32))
+        assert (rewards == 1).all() and not terminals.any()
+    elapsed = time.perf_counter() - start
+    assert elapsed >= steps * 4 * 200e-6  # every env spun at least min_cost_us each step
+    _, _, _, truncations, info = env.step(np.zeros(4, np.int32))
+    assert truncations.all() and info["episode_length"] == 3

@@ -38,6 +38,7 @@ MOVE_FORMATS = {
     "azul": MoveFormat("SOURCE COLOUR LINE, e.g. '3 R 1' or 'c K f': a factory or c (centre), "
                        "a colour B Y R K W, a pattern line 0-4 or f (floor)", Azul.parse_move, Azul.move_text),
 }
+FLAG_ALIASES = {"num_players": ("--players",)}
 # More legal moves than this are listed only on request ("?").
 LISTED_MOVES = 12
 
@@ -52,7 +53,7 @@ def add_commands(commands) -> None:
     for field in dataclasses.fields(AlphaZeroConfig):
         if field.name == "game":
             continue
-        names = {f"--{field.name.replace('_', '-')}", f"--{field.name}"}
+        names = {f"--{field.name.replace('_', '-')}", f"--{field.name}", *FLAG_ALIASES.get(field.name, ())}
         options.add_argument(*sorted(names), dest=field.name, default=None, **value_options(type(field.default)),
                              help=f"{field.metadata['help']} (default {field.default!r}, or the game preset)")
     trainer.set_defaults(handler=_train)

@@ -39,10 +39,14 @@ WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
 STEP, RESET, CLOSE = 1, 2, 3
 OK, ERROR = 0, 1
 
-# Seconds a waiting process spins before it sleeps in a futex: enough to catch a quick
-# hand-off; longer spins measured slower here, because Python envs are CPU-bound and a
-# spinning process takes the core a worker needs (bench/compare_throughput.py).
-SPIN_SECONDS = 5e-6
+# Seconds a waiting process spins before it sleeps in a futex. Waking a sleeping
+# process costs tens of microseconds on a virtual machine, so a waiter spins long when
+# every process has a core of its own; when workers and caller outnumber the cores a
+# spinning process takes the core a CPU-bound Python env needs, so it sleeps almost at
+# once (bench/compare_throughput.py measured both: 78 -> 35 us per empty step with one
+# worker on 2 cores, and 166 -> 367 us with two workers if they spin too).
+SPIN_SECONDS_OWN_CORE = 200e-6
+SPIN_SECONDS_SHARED_CORE = 5e-6
 # "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its
 # other threads included (torch, CUDA), the documented source of hangs and leaks.
 DEFAULT_START_METHOD = "spawn"
@@ -125,7 +129,7 @@ def _serve(worker: int, config: dict, shm, connection) -> None:
 
     seen = 0
     while True:
-        seq = words.wait_change(base + COMMAND_SEQ, seen, SPIN_SECONDS, LIVENESS_PERIOD)
+        seq = words.wait_change(base + COMMAND_SEQ, seen, config["spin_seconds"], LIVENESS_PERIOD)
         if seq == seen:
             if os.getppid() != parent:  # the caller died without closing us
                 break
@@ -213,7 +217,10 @@ class Processes(VectorEnv):
         self._completed = num_words - 1
 
         context = multiprocessing.get_context(start_method)
+        own_cores = num_workers + 1 <= (os.cpu_count() or 1)
+        self._spin_seconds = SPIN_SECONDS_OWN_CORE if own_cores else SPIN_SECONDS_SHARED_CORE
         config = dict(
+            spin_seconds=self._spin_seconds,
             factory=factory, shm_name=self._shm.name, layout=layout, words_offset=words_offset,
             num_words=num_words, envs_per_worker=envs_per_worker, rows_per_env=rows_per_env,
             sub_envs_per_env=sub_envs_per_env,
@@ -298,7 +305,8 @@ class Processes(VectorEnv):
                     self._absorb(worker)
                     if len(done) == count:
                         break
-            if len(done) < count and self._words.wait_change(self._completed, seen, SPIN_SECONDS, LIVENESS_PERIOD) == seen:
+            if len(done) < count and \
+                    self._words.wait_change(self._completed, seen, self._spin_seconds, LIVENESS_PERIOD) == seen:
                 for worker in self._in_flight:
                     if not self._processes[worker].is_alive():
                         self._in_flight.clear()
