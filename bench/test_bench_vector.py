@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import puffercore.vector
-from puffercore.ocean import CartPole
+from puffercore.ocean import Busy, CartPole
 from puffercore.testing import CountingEnv
 
 pytest.importorskip("pytest_benchmark")
@@ -80,16 +80,25 @@ def test_gymnasium_cartpole_128(benchmark, closing, peer):
     benchmark(run_steps, step, action_batches(128, dtype))
 
 
+UNEVEN = {  # backend: (env creator, num_envs, num_workers), as in compare_throughput.py
+    "threads": (functools.partial(Busy, min_cost_us=0.0, max_cost_us=200.0), 32, 2),
+    "processes": (functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6)), 8, 2),
+}
+
+
 @pytest.mark.parametrize("mode", ["sync", "staggered"])
-def test_uneven_step_cost(benchmark, closing, mode):
-    benchmark.group = "uneven env (0-200 us/step), 8 envs, 4 processes"
-    uneven = functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6))
-    batch_size = 8 if mode == "sync" else 4
-    vec = puffercore.vector.make(uneven, 8, backend="processes", num_workers=4, batch_size=batch_size)
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_uneven_step_cost(benchmark, closing, backend, mode):
+    """No policy between steps: this times the engine alone (compare_throughput.py adds
+    the simulated policy that staggered batching overlaps)."""
+    creator, envs, workers = UNEVEN[backend]
+    benchmark.group = f"uneven env (0-200 us/step), {envs} envs, {workers} {backend}"
+    batch = envs if mode == "sync" else envs // 2
+    vec = puffercore.vector.make(creator, envs, backend=backend, num_workers=workers, batch_size=batch)
     closing(vec)
     if mode == "sync":
         vec.reset(seed=0)
-        benchmark(run_steps, vec.step, action_batches(8))
+        benchmark(run_steps, vec.step, action_batches(envs))
     else:  # twice the batches of half the size: the same env steps per round as sync
         vec.async_reset(seed=0)
-        benchmark(run_staggered, vec, np.concatenate([action_batches(4), action_batches(4)]))
+        benchmark(run_staggered, vec, np.concatenate([action_batches(batch), action_batches(batch)]))

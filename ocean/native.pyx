@@ -306,7 +306,7 @@ cdef class _EnvArray:
             end = self.count
         if not 0 <= begin <= end <= self.count:
             raise IndexError(f"envs [{begin}, {end}) outside [0, {self.count})")
-        cdef double sums[16]
+        cdef double sums[PC_LOG_SLOTS]
         memset(sums, 0, sizeof(sums))
         cdef const uint8_t* terminals = <uint8_t*>cnp.PyArray_DATA(self.terminal_buffer)
         cdef const uint8_t* truncations = <uint8_t*>cnp.PyArray_DATA(self.truncation_buffer)
@@ -316,6 +316,11 @@ cdef class _EnvArray:
                 if terminals[row] | truncations[row]:
                     pc_drain_logs(&self.spec, self.envs, i, i + 1, sums)
                     break
+        return self.log_info(<double[:PC_LOG_SLOTS]> sums)
+
+    cpdef dict log_info(self, const double[:] sums):
+        """The info dict for episode-log sums laid out as pc_drain_logs adds them: the
+        episode count, then one sum per log name; {} when no episode ended."""
         if sums[0] == 0:
             return {}
         info = {"episodes": sums[0]}

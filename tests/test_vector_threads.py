@@ -114,6 +114,27 @@ def test_staggered_batches_are_views_when_one_block():
         assert sorted({env for batch in seen for env in batch}) == list(range(8))
 
 
+def test_staggered_infos_report_the_episodes_of_the_batch():
+    """Workers gather each slice's episode logs; recv reports exactly the episodes that
+    ended in the envs it returns, with their true lengths."""
+    with puffercore.vector.make(CartPole, 8, backend="threads", num_workers=2, batch_size=4) as vec:
+        vec.async_reset(seed=5)
+        lengths, stepped, episodes = np.zeros(8, int), np.zeros(8, bool), 0
+        for step in range(400):
+            obs, rew, term, trunc, info, env_ids, masks = vec.recv()
+            lengths[env_ids] += stepped[env_ids]  # the first recv brings reset observations
+            ended = env_ids[term | trunc]
+            assert info.get("episodes", 0) == len(ended)
+            if len(ended):
+                assert info["episode_length"] == pytest.approx(lengths[ended].mean())
+                assert info["episode_return"] == pytest.approx(info["episode_length"])
+                lengths[ended] = 0
+            episodes += len(ended)
+            vec.send(((env_ids + step) % 2).astype(np.int32))
+            stepped[env_ids] = True
+        assert episodes > 8
+
+
 def test_more_workers_than_cores_still_correct():
     """4 workers + the caller on this 2-core machine: the spin-then-futex hand-off must
     not livelock or collapse; results stay those of serial."""

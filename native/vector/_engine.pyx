@@ -7,7 +7,7 @@ from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
 
 cimport engine
-from engine cimport PcEnvSpec
+from engine cimport PC_LOG_SLOTS, PcEnvSpec
 
 import numpy as np
 
@@ -46,6 +46,17 @@ cdef class ThreadEngine:
     def recv(self, int32_t[::1] units_out):
         with nogil:
             self.handle.recv(&units_out[0], <int>units_out.shape[0])
+
+    def take_logs(self, const int32_t[::1] units=None):
+        """The episode-log sums the workers gathered for `units` (default: all) since
+        last taken, as float64[PC_LOG_SLOTS]; taking clears them."""
+        sums = np.zeros(PC_LOG_SLOTS, dtype=np.float64)
+        cdef double[::1] out = sums
+        if units is None:
+            self.handle.take_all_logs(&out[0])
+        elif units.shape[0]:
+            self.handle.take_logs(&units[0], <int>units.shape[0], &out[0])
+        return sums
 
     @property
     def in_flight(self):

@@ -90,8 +90,14 @@ void Engine::worker_loop(Worker* worker) {
   while (true) {
     seen = wait_for_change(worker->signal, seen, spin_ns_);
     if (stopping_.load(std::memory_order_acquire)) return;
-    // Several sends may have landed since the last wake-up: run every pending unit.
+    // Several sends may have landed since the last wake-up: run every pending unit, its
+    // own first (the same envs each time, warm in this core's cache), then any other
+    // worker's still unclaimed. Without the second pass a staggered batch whose units
+    // all belong to one worker (recv returns whichever finish first) is stepped by
+    // that worker alone while the others sleep, and it stays that way batch after batch.
     for (int u = worker->index; u < num_units_; u += num_workers) run_if_pending(u);
+    for (int u = 0; u < num_units_; u++)
+      if (u % num_workers != worker->index) run_if_pending(u);
   }
 }
 
@@ -105,6 +111,7 @@ bool Engine::run_if_pending(int32_t u) {
   // Exchanging the command claims the unit, so a worker and the caller never both run it.
   if (units_[u].command.exchange(kNone, std::memory_order_acq_rel) != kStep) return false;
   pc_step_range(spec_, envs_, units_[u].begin, units_[u].end);
+  pc_drain_logs(spec_, envs_, units_[u].begin, units_[u].end, units_[u].log_sums);
   publish(u);
   return true;
 }
@@ -125,6 +132,12 @@ void Engine::dispatch(const int32_t* units, int count, Command command, bool cal
     units_[units[i]].command.store(command, std::memory_order_release);
     wake_[units[i] % num_workers] = true;
     dispatched_.push_back(units[i]);
+  }
+  // Every unit may run on a worker of its own: wake the owners, then idle workers up
+  // to one per unit, which take the units their busy owners have not claimed yet.
+  int woken = static_cast<int>(std::count(wake_.begin(), wake_.end(), true));
+  for (int w = caller_is_worker0 ? 1 : 0; w < num_workers && woken < count; w++) {
+    if (!wake_[w]) wake_[w] = true, woken++;
   }
   // Wake each worker once, after all its units are marked.
   for (int w = caller_is_worker0 ? 1 : 0; w < num_workers; w++) {
@@ -164,6 +177,15 @@ void Engine::recv(int32_t* units_out, int count) {
   for (int i = 0; i < count; i++) returned_[units_out[i]] = false;
   consumed_ = target;
   in_flight_ -= count;
+}
+
+void Engine::take_logs(const int32_t* units, int count, double* out) {
+  for (int i = 0; i < count; i++) {
+    if (units[i] < 0 || units[i] >= num_units_) throw std::out_of_range("engine: unit id out of range");
+    double* sums = units_[units[i]].log_sums;
+    for (int k = 0; k < PC_LOG_SLOTS; k++) out[k] += sums[k];
+    std::fill(sums, sums + PC_LOG_SLOTS, 0.0);
+  }
 }
 
 void Engine::step_all() {

@@ -2,10 +2,12 @@
 // array (env.h ABI) in place, handed work through std::atomic words.
 //
 // Work is cut into `units`: contiguous env ranges of equal size. Worker w owns units
-// w, w + W, w + 2W, ... (its thread-local pool), so an env is always stepped by the same
-// thread and its memory stays in that core's cache; and since every worker runs its
-// lowest pending unit first, the first W units to finish are usually 0..W-1, one block
-// of rows, which a staggered batch can return as a view. The caller dispatches
+// w, w + W, w + 2W, ... (its thread-local pool) and runs those first, so an env is
+// usually stepped by the same thread and its memory stays in that core's cache; and
+// since every worker runs its lowest pending unit first, the first W units to finish
+// are usually 0..W-1, one block of rows, which a staggered batch can return as a view.
+// A worker with nothing of its own pending takes other workers' unclaimed units, and a
+// send wakes up to one worker per unit, so a batch never waits on one busy owner. The caller dispatches
 // units with send() and collects them with recv() in the order they finish, which is
 // what staggered (EnvPool-style) batching needs; a synchronous step is send(all) +
 // recv(all).
@@ -48,6 +50,12 @@ class Engine {
   // Block until `count` dispatched units have finished; write their ids, in the order
   // they finished, to `units_out`.
   void recv(int32_t* units_out, int count);
+  // Add the episode-log sums (PC_LOG_SLOTS doubles, as pc_drain_logs) gathered for
+  // `units` since they were last taken into `out`, and clear them. The worker that steps
+  // a unit drains its envs' logs right after, while they sit in that core's cache.
+  void take_logs(const int32_t* units, int count, double* out);
+  // take_logs for every unit.
+  void take_all_logs(double* out) { take_logs(all_units_.data(), num_units_, out); }
   // Join all workers; idempotent.
   void close();
 
@@ -61,6 +69,7 @@ class Engine {
   struct alignas(64) Unit {
     std::atomic<uint32_t> command{kNone};
     int64_t begin = 0, end = 0;
+    double log_sums[PC_LOG_SLOTS] = {};
   };
   struct alignas(64) Worker {
     std::atomic<uint32_t> signal{0};

@@ -18,7 +18,7 @@ import numpy as np
 
 from puffercore._engine import ThreadEngine
 from puffercore.env import Buffers, check_actions, check_seed
-from puffercore.vector.common import VectorEnv, check_batching, check_count, merge_infos
+from puffercore.vector.common import VectorEnv, check_batching, check_count
 
 # How long an idle worker spins, waiting for the next batch, before it sleeps in a
 # futex: longer than the caller's usual turn-around between steps (Python, inference),
@@ -128,7 +128,7 @@ class Threads(VectorEnv):
         units = np.sort(units)
         self._batch_units = units
         self._batch_is_block = bool(units[-1] - units[0] == count - 1)
-        info = merge_infos([self.env.drain_info(u * self.envs_per_unit, (u + 1) * self.envs_per_unit) for u in units])
+        info = self.env.log_info(self._engine.take_logs(units))
         if self._batch_is_block:
             first = units[0] * self.rows_per_unit
             view = self.buffers.rows(first, first + count * self.rows_per_unit)
@@ -148,7 +148,7 @@ class Threads(VectorEnv):
         self._ready.clear()
         self._batch_units = None
         self._engine.step_all()
-        return self.observations, self.rewards, self.terminals, self.truncations, self.env.drain_info()
+        return self.observations, self.rewards, self.terminals, self.truncations, self.env.log_info(self._engine.take_logs())
 
     def render(self):
         return self.env.render()
@@ -166,7 +166,9 @@ class Threads(VectorEnv):
     def _wait_in_flight(self) -> None:
         in_flight = self._engine.in_flight
         if in_flight:
-            self._engine.recv(np.empty(in_flight, dtype=np.int32))
+            units = np.empty(in_flight, dtype=np.int32)
+            self._engine.recv(units)
+            self._engine.take_logs(units)  # episodes ended in steps the caller never received
 
 
 def _affinity(thread_affinity) -> list[int]:

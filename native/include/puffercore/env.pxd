@@ -7,7 +7,7 @@ from cpython.pycapsule cimport PyCapsule_New
 
 cdef extern from "puffercore/env.h" nogil:
     int PC_ABI_VERSION
-    int PC_LOG_SLOTS
+    enum: PC_LOG_SLOTS
     enum PcDtype:
         PC_FLOAT32
         PC_UINT8
