@@ -14,9 +14,11 @@ from puffercore.__main__ import main
 from puffercore.alphazero.agents import RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
 from puffercore.alphazero.trainer import (
-    AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, named_seeds, play_against, train, value_targets,
+    AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, make_evaluator, named_seeds, play_against, train,
+    value_targets,
 )
-from puffercore.games import Azul, TicTacToe
+from puffercore.env import derive_seed
+from puffercore.games import Azul, Connect4, TicTacToe
 
 
 def tiny_config(**overrides) -> AlphaZeroConfig:
@@ -70,6 +72,30 @@ def test_replay_sampling_stays_within_stored_examples():
     assert set(drawn.tolist()) == {5.0, 6.0, 7.0}  # all three drawn, never an empty slot
 
 
+def test_replay_sampling_sees_examples_through_the_game_symmetries():
+    """Connect4's mirror: about half the drawn examples come back mirrored (board,
+    legal mask and policy alike), the rest as stored; values never change."""
+    game = Connect4()
+    buffer = ReplayBuffer(10, game.observation_shape, game.num_actions, 2)
+    state = game.new_state()
+    for action in (0, 1, 0, 6):  # then column 6 fills: an asymmetric position, one illegal move
+        state.apply(action)
+    for _ in range(5):
+        state.apply(6)
+    policy = np.arange(1, 8, dtype=np.float32) / 28
+    buffer.extend([state.observation()], [state.legal_mask()], [policy], [[0.5, -0.5]])
+    batch = buffer.sample(np.random.default_rng(0), 400, game.symmetries)
+    observation_map, action_map = game.symmetries[0]
+    mirrored = np.all(batch["observations"].numpy().reshape(400, -1) == state.observation().ravel()[observation_map], axis=1)
+    as_stored = np.all(batch["observations"].numpy() == state.observation(), axis=(1, 2, 3))
+    assert (mirrored ^ as_stored).all() and 150 < mirrored.sum() < 250
+    np.testing.assert_array_equal(batch["policies"][mirrored], np.tile(policy[action_map], (mirrored.sum(), 1)))
+    np.testing.assert_array_equal(batch["legal_masks"][mirrored], np.tile(state.legal_mask()[action_map], (mirrored.sum(), 1)))
+    np.testing.assert_array_equal(batch["policies"][as_stored], np.tile(policy, (as_stored.sum(), 1)))
+    assert (batch["values"].numpy() == [0.5, -0.5]).all()
+    assert (buffer.observations[0] == state.observation()).all()  # the stored example is untouched
+
+
 def test_replay_capacity_must_be_positive():
     with pytest.raises(ValueError, match="capacity"):
         ReplayBuffer(0, (2,), 3, 1)
@@ -115,6 +141,24 @@ def test_self_play_examples_are_legal_and_targets_match_each_mover():
     for index in range(count):
         assert replay.values[index].tolist() == value_targets(seat_returns, movers[index]).tolist()
     assert seat_returns.sum() == 0 and set(np.abs(seat_returns)) <= {0.0, 1.0}
+
+
+def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order():
+    """Two threads search at once; what they store is what their shares give when played
+    one after the other (no interference), ordered by game number."""
+    threaded = Trainer(tiny_config(self_play_threads=2, games_per_iteration=7, parallel_games=4))
+    threaded.self_play()
+    sequential = Trainer(tiny_config(self_play_threads=2, games_per_iteration=7, parallel_games=4))
+    seed = derive_seed(sequential.seeds["self_play"], 0)
+    evaluate = make_evaluator(sequential.network.eval())
+    games = [game for k in range(2) for game in sequential._play_games(range(k, 7, 2), 2, derive_seed(seed, k), evaluate)]
+    assert sorted(number for number, _, _ in games) == list(range(7))
+    for number, history, returns in sorted(games, key=lambda game: game[0]):
+        sequential._store_game(history, returns)
+    count = len(threaded.replay)
+    assert count == len(sequential.replay) == threaded.counters["positions"]
+    for name in ("observations", "legal_masks", "policies", "values"):
+        np.testing.assert_array_equal(getattr(threaded.replay, name)[:count], getattr(sequential.replay, name)[:count])
 
 
 def test_max_moves_caps_every_game():

@@ -4,7 +4,7 @@ and a plain-Python reference."""
 import numpy as np
 import pytest
 
-from puffercore.games import Connect4, Game, GameState, Pig, TicTacToe
+from puffercore.games import Azul, Connect4, Game, GameState, Pig, TicTacToe
 
 # A full Connect4 board without four in a row (found by random search, checked below).
 DRAWN_CONNECT4 = [3, 6, 1, 3, 1, 3, 6, 4, 5, 5, 3, 4, 3, 1, 1, 0, 4, 3, 0, 4, 6, 6, 2, 6, 1, 0, 5,
@@ -281,3 +281,28 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="PyCapsule"):
         Game(object())
     assert state == Connect4().new_state()  # nothing above changed it
+
+
+@pytest.mark.parametrize("game", [Connect4(), TicTacToe()], ids=lambda game: game.name)
+def test_symmetries_map_positions_to_positions(game):
+    """Playing the mapped moves gives the mapped observations and legal masks: the
+    position seen through a symmetry is the position reached by the mirrored game."""
+    assert game.symmetries
+    rng = np.random.default_rng(0)
+    for observation_map, action_map in game.symmetries:
+        assert sorted(observation_map) == list(range(game.observation_size))
+        assert sorted(action_map) == list(range(game.num_actions))
+        moved_to = np.argsort(action_map)  # the mapped game's move for each original move
+        for _ in range(10):
+            state, mapped = game.new_state(), game.new_state()
+            while not state.is_terminal():
+                np.testing.assert_array_equal(mapped.observation().ravel(), state.observation().ravel()[observation_map])
+                np.testing.assert_array_equal(mapped.legal_mask(), state.legal_mask()[action_map])
+                action = rng.choice(state.legal_actions())
+                state.apply(action)
+                mapped.apply(moved_to[action])
+            np.testing.assert_array_equal(mapped.returns(), state.returns())
+
+
+def test_games_without_symmetries_say_so():
+    assert Pig().symmetries == () and Azul().symmetries == ()

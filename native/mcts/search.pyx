@@ -129,6 +129,10 @@ cdef class Game:
 
     cdef const PcGameSpec* spec
     state_class = None  # GameState unless a subclass says otherwise
+    # The board's symmetries other than the identity, for training-data augmentation:
+    # (observation_map, action_map) index arrays such that a position seen through the
+    # symmetry has observation.ravel()[observation_map] and policy[action_map].
+    symmetries = ()
 
     def __init__(self, spec_capsule):
         if not PyCapsule_IsValid(spec_capsule, SPEC_CAPSULE_NAME):

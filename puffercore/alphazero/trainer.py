@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,7 +59,8 @@ class AlphaZeroConfig:
     run_dir: str = _option("", "where metrics and the checkpoint go (default runs/GAME-SEED-TIME)")
     iterations: int = _option(100, "stop after this many iterations")
     minutes: float = _option(0.0, "also stop after this much training wall time (0: no limit)")
-    torch_threads: int = _option(2, "torch intra-op threads (the search itself is single-threaded)")
+    torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")
+    self_play_threads: int = _option(2, "threads playing self-play games at once, each with its own batched search")
     # network
     channels: int = _option(64, "width of the residual tower")
     blocks: int = _option(3, "residual blocks")
@@ -80,6 +82,7 @@ class AlphaZeroConfig:
     optimizer: str = _option("adam", "adam (AdamW) or sgd (with momentum 0.9)")
     learning_rate: float = _option(1e-3, "optimizer learning rate")
     weight_decay: float = _option(1e-4, "weight decay")
+    augment_symmetries: bool = _option(True, "train on positions seen through a random symmetry of the board (Connect4: mirror)")
     policy_loss_weight: float = _option(1.0, "weight of the policy cross-entropy")
     value_loss_weight: float = _option(1.0, "weight of the value MSE")
     # evaluation and checkpoints
@@ -102,7 +105,7 @@ class AlphaZeroConfig:
         if self.game not in GAMES:
             raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
         check_seed(self.seed)
-        positive = ("num_players", "iterations", "torch_threads", "channels", "games_per_iteration",
+        positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
                     "parallel_games", "simulations", "replay_capacity", "train_steps", "eval_games",
                     "eval_simulations", "baseline_simulations", "checkpoint_interval")
         non_negative = ("blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
@@ -133,11 +136,15 @@ PRESETS = {
     "tictactoe": dict(channels=32, blocks=1, games_per_iteration=64, parallel_games=64, simulations=40,
                       temperature_moves=3, replay_capacity=20_000, batch_size=128, train_steps=40,
                       iterations=15, eval_interval=5, eval_games=20, eval_simulations=40),
-    # Self-play time goes almost all into the network's forward passes, so the tower is
-    # narrow (32 channels) and the search short; many parallel games fill each batch.
-    "connect4": dict(channels=32, blocks=3, games_per_iteration=128, parallel_games=128, simulations=64,
+    # Self-play time goes almost all (95%) into the network's forward passes, so the tower
+    # is narrow (32 channels) and the search short; two threads of 128 games each keep
+    # both cores on full batches (924 games/min against 615 for one thread of 128). Each
+    # example is trained on about 1.5 times per mirror image: 12-minute A/B runs on one
+    # core each, 200 games at 100 simulations against the 1000-rollout UCT baseline, went
+    # from 48% (no mirror, a third of the gradient steps) to 69%.
+    "connect4": dict(channels=32, blocks=3, games_per_iteration=256, parallel_games=256, simulations=64,
                      dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
-                     learning_rate=2e-3, train_steps=50, iterations=1000, minutes=30, eval_interval=4,
+                     learning_rate=2e-3, train_steps=300, iterations=1000, minutes=30, eval_interval=4,
                      eval_games=20, eval_simulations=100),
     # Azul: flat observations (an MLP tower), ~60 moves a game with dozens of legal moves.
     # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q and the
@@ -181,15 +188,24 @@ class ReplayBuffer:
             self.write_index = (self.write_index + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
 
-    def sample(self, rng: np.random.Generator, batch_size: int) -> dict[str, torch.Tensor]:
-        """`batch_size` examples drawn uniformly with replacement, as tensors."""
+    def sample(self, rng: np.random.Generator, batch_size: int, symmetries=()) -> dict[str, torch.Tensor]:
+        """`batch_size` examples drawn uniformly with replacement, as tensors. With the
+        game's `symmetries`, each example is seen through one of them or as it is, drawn
+        uniformly: the same position in another orientation, with the same value."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         index = rng.integers(0, self.size, size=batch_size)
-        return {"observations": torch.from_numpy(self.observations[index]),
-                "legal_masks": torch.from_numpy(self.legal_masks[index]),
-                "policies": torch.from_numpy(self.policies[index]),
-                "values": torch.from_numpy(self.values[index])}
+        observations, legal_masks, policies = self.observations[index], self.legal_masks[index], self.policies[index]
+        if symmetries:
+            seen_through = rng.integers(0, len(symmetries) + 1, size=batch_size)  # 0: as it is
+            flat = observations.reshape(batch_size, -1)
+            for k, (observation_map, action_map) in enumerate(symmetries, start=1):
+                rows = np.flatnonzero(seen_through == k)
+                flat[rows] = flat[rows][:, observation_map]
+                legal_masks[rows] = legal_masks[rows][:, action_map]
+                policies[rows] = policies[rows][:, action_map]
+        return {"observations": torch.from_numpy(observations), "legal_masks": torch.from_numpy(legal_masks),
+                "policies": torch.from_numpy(policies), "values": torch.from_numpy(self.values[index])}
 
     def state_dict(self) -> dict:
         return {"observations": self.observations[: self.size], "legal_masks": self.legal_masks[: self.size],
@@ -339,29 +355,64 @@ class Trainer:
     # self-play ------------------------------------------------------------------------
 
     def self_play(self) -> dict[str, float]:
-        """Play one iteration's games and add their examples to the replay buffer."""
+        """Play one iteration's games and add their examples to the replay buffer.
+
+        With self_play_threads = T, game g of the iteration is played by thread g % T,
+        each thread with its own batched search (seeded by its index) over its share of
+        parallel_games; the native search and torch's forward release the GIL, so one
+        thread's tree work overlaps another's network pass. Examples are stored in game
+        order: a run depends on its seed and T, not on thread timing."""
         config = self.config
-        slots = min(config.parallel_games, config.games_per_iteration)
+        threads = min(config.self_play_threads, config.games_per_iteration)
+        seed = derive_seed(self.seeds["self_play"], self.counters["iteration"])
+        evaluate = make_evaluator(self.network.eval())
+        shares = [range(k, config.games_per_iteration, threads) for k in range(threads)]
+        slots = max(1, config.parallel_games // threads)
+        def play_share(k: int) -> list[tuple]:
+            if threads > 1:
+                # The threads share the cores: intra-op threads would fight them. The
+                # setting is per thread (OpenMP), so each pool thread makes its own.
+                torch.set_num_threads(1)
+            return self._play_games(shares[k], slots, derive_seed(seed, k), evaluate)
+
+        if threads == 1:
+            parts = [play_share(0)]
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(play_share, range(threads)))
+        played = sorted((game for part in parts for game in part), key=lambda game: game[0])
+        for _, history, returns in played:
+            self._store_game(history, returns)
+        lengths = [len(history) for _, history, _ in played]
+        self.counters["games"] += config.games_per_iteration
+        self.counters["positions"] += sum(lengths)
+        return {"self_play/game_length": float(np.mean(lengths)),
+                "self_play/first_seat_return": float(np.mean([returns[0] for _, _, returns in played]))}
+
+    def _play_games(self, numbers: range, slots: int, mcts_seed: int, evaluate) -> list[tuple]:
+        """Play the iteration's games `numbers`, up to `slots` at once in one batched
+        search; returns (number, history, returns) per game, in the order they end."""
+        config = self.config
+        slots = min(slots, len(numbers))
         mcts = BatchedMCTS(self.game, slots, num_simulations=config.simulations, c_base=config.c_base,
                            c_init=config.c_init, normalize_values=config.normalize_values,
                            dirichlet_alpha=config.dirichlet_alpha,
-                           dirichlet_epsilon=config.dirichlet_epsilon,
-                           seed=derive_seed(self.seeds["self_play"], self.counters["iteration"]))
-        evaluate = make_evaluator(self.network.eval())
+                           dirichlet_epsilon=config.dirichlet_epsilon, seed=mcts_seed)
         states: list = [None] * slots
+        slot_games = [-1] * slots
         histories: list[list] = [[] for _ in range(slots)]
-        started = 0
-        lengths, first_seat_returns = [], []
+        to_start = iter(numbers)
+        played = []
 
         def start_game(slot: int) -> None:  # the slot's next game, or None once all have started
-            nonlocal started
             histories[slot] = []
             mcts.reset(slot)
             states[slot] = None
-            if started < config.games_per_iteration:
-                seed = derive_seed(self.seeds["games"], self.counters["games"] + started)
+            number = next(to_start, None)
+            if number is not None:
+                seed = derive_seed(self.seeds["games"], self.counters["games"] + number)
                 states[slot] = self.game.new_state(seed=seed, num_players=config.num_players)
-                started += 1
+                slot_games[slot] = number
 
         for slot in range(slots):
             start_game(slot)
@@ -377,15 +428,9 @@ class Trainer:
                 state.apply(action)
                 mcts.advance(slot, action)
                 if state.is_terminal() or len(history) >= self.max_moves:
-                    returns = state.returns()
-                    self._store_game(history, returns)
-                    lengths.append(len(history))
-                    first_seat_returns.append(returns[0])
+                    played.append((slot_games[slot], history, state.returns()))
                     start_game(slot)
-        self.counters["games"] += started
-        self.counters["positions"] += sum(lengths)
-        return {"self_play/game_length": float(np.mean(lengths)),
-                "self_play/first_seat_return": float(np.mean(first_seat_returns))}
+        return played
 
     def _store_game(self, history: list, returns: np.ndarray) -> None:
         observations, legal_masks, policies, players = zip(*history)
@@ -409,7 +454,8 @@ class Trainer:
         return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/value": value_loss.item()}
 
     def train(self) -> dict[str, float]:
-        losses = [self.train_step(self.replay.sample(self.replay_rng, self.config.batch_size))
+        symmetries = self.game.symmetries if self.config.augment_symmetries else ()
+        losses = [self.train_step(self.replay.sample(self.replay_rng, self.config.batch_size, symmetries))
                   for _ in range(self.config.train_steps)]
         return {key: float(np.mean([entry[key] for entry in losses])) for key in losses[0]}
 
