@@ -137,8 +137,9 @@ PRESETS = {
                       temperature_moves=3, replay_capacity=20_000, batch_size=128, train_steps=40,
                       iterations=15, eval_interval=5, eval_games=20, eval_simulations=40),
     # Self-play time goes almost all (95%) into the network's forward passes, so the tower
-    # is narrow (32 channels) and the search short; two threads of 128 games each keep
-    # both cores on full batches (924 games/min against 615 for one thread of 128). Each
+    # is narrow (32 channels) and the search short; two threads of 128 games each overlap
+    # one thread's tree work with the other's forward (1.09-1.2x the games of one thread
+    # of 256 with 2 torch threads: `python bench/bench_alphazero_selfplay.py`). Each
     # example is trained on about 1.5 times per mirror image: 12-minute A/B runs on one
     # core each, 200 games at 100 simulations against the 1000-rollout UCT baseline, went
     # from 48% (no mirror, a third of the gradient steps) to 69%.
@@ -151,8 +152,12 @@ PRESETS = {
     # value loss is weighted up (x10 took the greedy-bot win rate after 4 minutes from 2%
     # to 36%; x30 gave 24%, 100 simulations 17%: fewer games). An iteration takes seconds
     # and UCT rollouts of whole Azul games are slow, so evaluation is sparse, its baseline
-    # searches less, and the 200 MB checkpoint is written every 10 iterations.
+    # searches less, and the 200 MB checkpoint is written every 10 iterations. Self-play
+    # stays on one thread: the small MLP's forward is mostly per-op Python overhead under
+    # the GIL, and two threads of 32 games made 0.52x the games of one thread of 64
+    # (`python bench/bench_alphazero_selfplay.py --game azul`).
     "azul": dict(channels=128, blocks=2, games_per_iteration=64, parallel_games=64, simulations=50,
+                 self_play_threads=1,
                  normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,
                  batch_size=256, learning_rate=1e-3, train_steps=50, value_loss_weight=10.0, iterations=100_000,
                  minutes=60, eval_interval=25, eval_games=20, eval_simulations=50, baseline_simulations=200,
