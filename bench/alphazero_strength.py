@@ -4,7 +4,8 @@ the games in each seat, every game's chance events seeded.
     python bench/alphazero_strength.py runs/alphazero-azul-0-... --games 200 --simulations 50 200
     python bench/alphazero_strength.py c4_run --opponents uct --uct-simulations 1000 --simulations 400
 
-Prints one line per (agent simulations, opponent): win / draw / loss rates and seconds.
+Prints one line per (agent simulations, opponent): win / draw / loss rates, the win rate
+in each seat (seat 0 moves first) and seconds.
 """
 
 import argparse
@@ -51,6 +52,7 @@ def main():
             rates = play_against(agent, opponents[name], args.games, derive_seed(args.seed, index), simulations)
             print(f"agent {simulations or agent.config.eval_simulations} simulations vs {name}: "
                   f"win {rates['win']:.3f}  draw {rates['draw']:.3f}  loss {rates['loss']:.3f}  "
+                  f"(wins in seat 0: {rates['win_seat0']:.3f}, seat 1: {rates['win_seat1']:.3f})  "
                   f"({args.games} games, {time.perf_counter() - start:.0f} s)", flush=True)
 
 

@@ -290,7 +290,10 @@ def test_agent_load_rejects_other_checkpoints(tmp_path):
 
 def test_play_against_reports_rates(trained_run):
     rates = play_against(AlphaZeroAgent.load(trained_run), RandomAgent, games=4, seed=0)
-    assert set(rates) == {"win", "draw", "loss"} and sum(rates.values()) == pytest.approx(1.0)
+    assert set(rates) == {"win", "draw", "loss", "win_seat0", "win_seat1"}
+    assert rates["win"] + rates["draw"] + rates["loss"] == pytest.approx(1.0)
+    # half the games in each seat
+    assert rates["win"] == pytest.approx((rates["win_seat0"] + rates["win_seat1"]) / 2)
 
 
 def run_play(*args, stdin: str):

@@ -296,7 +296,9 @@ def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
                  simulations: int | None = None) -> dict[str, float]:
     """`games` games of the agent (`simulations` per move, default its evaluation setting)
     against `make_opponent(seed)`, the agent in seat 0 in the first half and seat 1 in the
-    second; all the agent's searches in one batch. Returns its win, draw and loss rates."""
+    second; all the agent's searches in one batch. Returns its win, draw and loss rates,
+    and its win rate in each seat (`win_seat0`, `win_seat1`): a first-mover edge hides in
+    the overall rate."""
     seeds = [derive_seed(seed, index) for index in range(games)]
     opponents = [make_opponent(game_seed) for game_seed in seeds]
     agent_seats = [0 if index < games // 2 else 1 for index in range(games)]
@@ -324,9 +326,10 @@ def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
         returns = state.returns()
         best_other = np.delete(returns, seat).max()
         outcomes.append(np.sign(returns[seat] - best_other))
-    outcomes = np.array(outcomes)
+    outcomes, agent_seats = np.array(outcomes), np.array(agent_seats)
     return {"win": float((outcomes > 0).mean()), "draw": float((outcomes == 0).mean()),
-            "loss": float((outcomes < 0).mean())}
+            "loss": float((outcomes < 0).mean()),
+            **{f"win_seat{seat}": float((outcomes[agent_seats == seat] > 0).mean()) for seat in (0, 1)}}
 
 
 # --- trainer ----------------------------------------------------------------------------
