@@ -136,7 +136,7 @@ class Threads(VectorEnv):
             view = self._staging
             rows = self._unit_rows(units)
             for name in ("observations", "final_observations", "rewards", "terminals", "truncations", "masks"):
-                np.take(getattr(self.buffers, name), rows, axis=0, out=getattr(view, name))
+                getattr(self.buffers, name).take(rows, axis=0, out=getattr(view, name))
         env_ids = (units[:, None] * self.envs_per_unit + np.arange(self.envs_per_unit)).ravel()
         return view.observations, view.rewards, view.terminals, view.truncations, info, env_ids, view.masks
 
