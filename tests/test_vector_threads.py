@@ -208,6 +208,22 @@ def test_bad_threads_arguments(kwargs, error, match):
         puffercore.vector.make(**arguments)
 
 
+def test_bad_actions_in_a_scattered_batch_are_named_by_their_batch_row():
+    with puffercore.vector.make(CartPole, 8, backend="threads", num_workers=2, batch_size=2) as vec:
+        vec.async_reset(seed=0)
+        for _ in range(10_000):  # which units finish first is up to the threads
+            env_ids = vec.recv()[5]
+            if env_ids[1] != env_ids[0] + 1:
+                break
+            vec.send(np.zeros(2, np.int32))
+        else:
+            pytest.fail("every batch of 10000 was contiguous: the scattered path went untested")
+        with pytest.raises(ValueError, match=r"actions out of range for Discrete\(2\): actions\[1\] = 5"):
+            vec.send(np.array([0, 5], np.int32))
+        vec.send(np.array([1, 0], np.int32))  # the refused batch is still pending
+        vec.recv()
+
+
 def test_bad_actions_are_rejected_before_native_code():
     with puffercore.vector.make(CartPole, 4, backend="threads", num_workers=2, batch_size=2) as vec:
         vec.async_reset(seed=0)
