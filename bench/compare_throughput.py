@@ -288,6 +288,12 @@ def targets(args, results):
         steps_per_s = sync_rate(vec, args.seconds)
         vec.close()
         print(f"  engine hand-off, {workers} worker(s), one env each: {1e6 * workers / steps_per_s:.2f} us per step()")
+        vec = puffercore.vector.make(CartPole, 2 * workers, backend="threads", num_workers=workers,
+                                     batch_size=workers)
+        steps_per_s = staggered_rate(vec, args.seconds)
+        vec.close()
+        print(f"  engine hand-off, staggered, {workers} worker(s), two envs each, batches of one per worker: "
+              f"{1e6 * workers / steps_per_s:.2f} us per recv() + send()")
 
 
 def plot(results, path):
