@@ -59,5 +59,6 @@ def main() -> None:
     print(f"  ratio 2 threads / 1 thread:                  {best['two_threads'] / best['one_thread']:8.2f}x")
     print(f"  ratio batched (1 thread) / one at a time:    {best['one_thread'] / best['single']:8.2f}x")
 
+
 if __name__ == "__main__":
     main()

@@ -220,7 +220,11 @@ def test_bad_actions_in_a_scattered_batch_are_named_by_their_batch_row():
             pytest.fail("every batch of 10000 was contiguous: the scattered path went untested")
         with pytest.raises(ValueError, match=r"actions out of range for Discrete\(2\): actions\[1\] = 5"):
             vec.send(np.array([0, 5], np.int32))
-        vec.send(np.array([1, 0], np.int32))  # the refused batch is still pending
+        with pytest.raises(ValueError, match=r"actions must have shape \(2,\), got \(4,\)"):
+            vec.send(np.zeros(4, np.int32))
+        with pytest.raises(TypeError, match="actions must be integers"):
+            vec.send(np.zeros(2, np.float32))
+        vec.send([1, 0])  # the refused batch is still pending; a list is converted
         vec.recv()
 
 

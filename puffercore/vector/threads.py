@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from puffercore._engine import ThreadEngine
-from puffercore.env import Buffers, check_actions, check_seed
+from puffercore.env import Buffers, check_seed
 from puffercore.vector.common import VectorEnv, check_batching, check_count
 
 # How long an idle worker spins, waiting for the next batch, before it sleeps in a
@@ -105,21 +105,9 @@ class Threads(VectorEnv):
             first = units[0] * self.rows_per_unit
             self.env.write_actions(actions, first, first + len(units) * self.rows_per_unit)
         else:
-            # Unit by unit through the env too: an env may check more than its action
-            # space does (Connect4 rejects full columns). An array already of the batch's
-            # shape and dtype skips check_actions: write_actions checks its values in C,
-            # and a value it refuses is named by its row in the batch, not in the unit.
-            size = self.rows_per_unit
-            rows = len(units) * size
-            if not (isinstance(actions, np.ndarray) and actions.shape == (rows, *self.single_action_space.shape)
-                    and actions.dtype == self.buffers.actions.dtype):
-                actions = check_actions(actions, self.single_action_space, rows)
-            try:
-                for k, unit in enumerate(units):
-                    self.env.write_actions(actions[k * size : (k + 1) * size], unit * size, (unit + 1) * size)
-            except ValueError:
-                check_actions(actions, self.single_action_space, rows)
-                raise  # legal by the action space, refused by the env
+            # Through the env too: an env may check more than its action space does
+            # (Connect4 rejects full columns).
+            self.env.write_unit_actions(actions, units, self.rows_per_unit)
         self._engine.send(units)
         self._batch_units = None
 
