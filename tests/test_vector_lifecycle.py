@@ -17,27 +17,24 @@ from puffercore.testing import CountingEnv
 
 
 @pytest.fixture
-def our_segments(monkeypatch):
-    """Names of the shared-memory segments the processes backend creates during the
-    test; `leaked()` lists those still in /dev/shm (other processes' are ignored)."""
-    from multiprocessing import shared_memory
-
-    created = []
-
-    class Recorded(shared_memory.SharedMemory):
-        def __init__(self, *args, create=False, **kwargs):
-            super().__init__(*args, create=create, **kwargs)
-            if create:
-                created.append(self._name.lstrip("/"))
-
-    monkeypatch.setattr(puffercore.vector.processes.shared_memory, "SharedMemory", Recorded)
+def our_segments():
+    """The processes backend's shared segments (memfds) this process still maps or
+    holds open; `leaked()` lists them once garbage (the vector env, its views) is gone."""
 
     class Segments:
-        names = created
-
         @staticmethod
         def leaked():
-            return [name for name in created if os.path.exists(os.path.join("/dev/shm", name))]
+            gc.collect()
+            with open("/proc/self/maps") as maps:
+                found = [line for line in maps if "memfd:puffercore-vector" in line]
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    target = os.readlink(f"/proc/self/fd/{fd}")
+                except OSError:  # the descriptor listdir itself used
+                    continue
+                if "memfd:puffercore-vector" in target:
+                    found.append(target)
+            return found
 
     return Segments
 
@@ -69,7 +66,7 @@ def test_error_while_building_envs_in_worker(our_segments):
     caller = os.getpid()
     with pytest.raises(RuntimeError, match="could not build its envs(.|\n)*cannot open device"):
         processes_vec(broken, start_method="fork")
-    assert our_segments.names and not our_segments.leaked()
+    assert not our_segments.leaked()
 
 
 def test_killed_worker_is_detected_without_hanging():
@@ -86,17 +83,19 @@ def test_killed_worker_is_detected_without_hanging():
         vec.close()
 
 
-def test_close_twice_joins_workers_and_unlinks_shared_memory(our_segments):
+def test_close_twice_joins_workers_and_frees_shared_memory(our_segments):
     vec = processes_vec()
     processes = list(vec._processes)
     vec.reset(seed=0)
     vec.step(np.zeros(4, dtype=np.int64))
+    assert our_segments.leaked()  # mapped while the env lives
     vec.close()
     vec.close()
     assert all(not process.is_alive() for process in processes)
-    assert our_segments.names and not our_segments.leaked()
     with pytest.raises(RuntimeError, match="closed"):
         vec.step(np.zeros(4, dtype=np.int64))
+    del vec
+    assert not our_segments.leaked()
 
 
 def test_garbage_collected_vector_env_cleans_up(our_segments):
@@ -108,7 +107,7 @@ def test_garbage_collected_vector_env_cleans_up(our_segments):
     for process in processes:
         process.join(timeout=5)
     assert all(not process.is_alive() for process in processes)
-    assert our_segments.names and not our_segments.leaked()
+    assert not our_segments.leaked()
 
 
 def test_bad_process_arguments():
@@ -123,7 +122,7 @@ def test_bad_process_arguments():
 def test_unpicklable_creator_under_spawn_is_named_and_leaks_nothing(our_segments):
     with pytest.raises(TypeError, match="env_creator and its kwargs must be picklable for start_method='spawn'"):
         puffercore.vector.make(lambda buffers=None: CountingEnv(buffers=buffers), 2, backend="processes")
-    assert our_segments.names and not our_segments.leaked()
+    assert not our_segments.leaked()
 
 
 @pytest.mark.parametrize("batch_size", [4, 2])

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import mmap
 import multiprocessing
 import os
 import pickle
 import time
 import traceback
 import weakref
-from multiprocessing import shared_memory
+from multiprocessing import reduction
 
 import numpy as np
 
@@ -74,33 +75,49 @@ def _buffer_layout(num_agents: int, observation_space, action_space) -> tuple[di
     return layout, offset
 
 
-def _attach_buffers(shm: shared_memory.SharedMemory, layout: dict) -> Buffers:
+class _SegmentFd:
+    """The file descriptor of the shared segment, on its way to a worker. Pickling it
+    (spawn, forkserver) has multiprocessing hand the child a duplicate, as it does for
+    the pipes; fork passes it as is, the child having inherited the descriptor."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):
+        return _rebuild_segment_fd, (reduction.DupFd(self.fd),)
+
+
+def _rebuild_segment_fd(duplicate) -> _SegmentFd:
+    return _SegmentFd(duplicate.detach())
+
+
+def _map_segment(fd: int, size: int) -> mmap.mmap:
+    """Map the segment (the mmap keeps a descriptor of its own). It is never closed
+    explicitly: every array on it holds it as its base, so the memory stays mapped until
+    the last view of it is gone, whether the vector env was closed or not."""
+    return mmap.mmap(fd, size)
+
+
+def _attach_buffers(segment: mmap.mmap, layout: dict) -> Buffers:
     arrays = {
-        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=segment, offset=offset)
         for name, (offset, shape, dtype) in layout.items()
     }
     return Buffers(**arrays)
 
 
-def _attach_words(shm: shared_memory.SharedMemory, offset: int, count: int) -> np.ndarray:
-    return np.ndarray(count, dtype=np.uint32, buffer=shm.buf, offset=offset)
+def _attach_words(segment: mmap.mmap, offset: int, count: int) -> np.ndarray:
+    return np.ndarray(count, dtype=np.uint32, buffer=segment, offset=offset)
 
 
 def _worker_main(worker: int, config: dict, connection) -> None:
     """Entry point of a worker process: build its envs on its rows of the shared
     buffers, then serve commands until CLOSE or until the parent disappears."""
-    shm = shared_memory.SharedMemory(name=config["shm_name"])
-    # Attaching registers the name with the resource tracker that workers share with the
-    # caller (a set: no double count); the caller's unlink unregisters it once.
-    try:
-        _serve(worker, config, shm, connection)
-    finally:
-        shm.close()
-
-
-def _serve(worker: int, config: dict, shm, connection) -> None:
-    buffers = _attach_buffers(shm, config["layout"])
-    words = SharedWords(_attach_words(shm, config["words_offset"], config["num_words"]))
+    fd = config["segment"].fd
+    segment = _map_segment(fd, config["segment_size"])
+    os.close(fd)
+    buffers = _attach_buffers(segment, config["layout"])
+    words = SharedWords(_attach_words(segment, config["words_offset"], config["num_words"]))
     base = worker * WORDS_PER_WORKER
     completed = config["num_words"] - 1
     envs_per_worker, rows_per_env = config["envs_per_worker"], config["rows_per_env"]
@@ -208,49 +225,28 @@ class Processes(VectorEnv):
 
         layout, words_offset = _buffer_layout(self.num_agents, self.single_observation_space, self.single_action_space)
         num_words = num_workers * WORDS_PER_WORKER + 1
-        self._shm = shared_memory.SharedMemory(create=True, size=words_offset + 4 * num_words)
-        self._init_buffers(_attach_buffers(self._shm, layout))
-        self.masks[:] = True  # as Buffers.allocate: rows are live unless an env says not
-        self._words_array = _attach_words(self._shm, words_offset, num_words)
-        self._words_array[:] = 0
-        self._words = SharedWords(self._words_array)
-        self._completed = num_words - 1
-
-        context = multiprocessing.get_context(start_method)
+        segment_size = words_offset + 4 * num_words
         own_cores = num_workers + 1 <= (os.cpu_count() or 1)
         self._spin_seconds = SPIN_SECONDS_OWN_CORE if own_cores else SPIN_SECONDS_SHARED_CORE
-        config = dict(
-            spin_seconds=self._spin_seconds,
-            factory=factory, shm_name=self._shm.name, layout=layout, words_offset=words_offset,
-            num_words=num_words, envs_per_worker=envs_per_worker, rows_per_env=rows_per_env,
-            sub_envs_per_env=sub_envs_per_env,
-        )
-        self._connections, self._processes = [], []
-        # Everything close() needs, without a reference to self, so garbage collection
-        # of an unclosed env still shuts the workers down and unlinks the segment.
-        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._connections, self._shm, self._words)
+        # Anonymous shared memory (a memfd, no name in /dev/shm): the kernel frees it with
+        # the last process that maps it, so no crash or SIGKILL can leak it.
+        fd = os.memfd_create("puffercore-vector")
         try:
-            for worker in range(num_workers):
-                parent_end, child_end = context.Pipe()
-                process = context.Process(target=_worker_main, args=(worker, config, child_end), daemon=True)
-                try:
-                    process.start()
-                except (pickle.PicklingError, AttributeError, TypeError) as error:
-                    raise TypeError(
-                        f"env_creator and its kwargs must be picklable for start_method={start_method!r} "
-                        "(a module-level function or class, or functools.partial of one; not a lambda or a "
-                        f"local function), or use start_method='fork': {error}"
-                    ) from error
-                child_end.close()
-                self._connections.append(parent_end)
-                self._processes.append(process)
-            for worker in range(num_workers):
-                kind, detail = self._receive(worker, timeout=60.0)
-                if kind != "ready":
-                    raise RuntimeError(f"worker {worker} could not build its envs (env {detail[0]}):\n{detail[1]}")
-        except BaseException:
-            self.close()
-            raise
+            os.ftruncate(fd, segment_size)
+            segment = _map_segment(fd, segment_size)
+            self._init_buffers(_attach_buffers(segment, layout))
+            self.masks[:] = True  # as Buffers.allocate: rows are live unless an env says not
+            self._words = SharedWords(_attach_words(segment, words_offset, num_words))
+            self._completed = num_words - 1
+            config = dict(
+                spin_seconds=self._spin_seconds,
+                factory=factory, segment=_SegmentFd(fd), segment_size=segment_size, layout=layout,
+                words_offset=words_offset, num_words=num_words, envs_per_worker=envs_per_worker,
+                rows_per_env=rows_per_env, sub_envs_per_env=sub_envs_per_env,
+            )
+            self._start_workers(multiprocessing.get_context(start_method), config)
+        finally:
+            os.close(fd)  # each worker has its own descriptor (or mapping) by now
 
         self._sent_seq = [0] * num_workers
         self._in_flight: list[int] = []
@@ -260,6 +256,34 @@ class Processes(VectorEnv):
         self._staging = Buffers.allocate(
             self.rows_per_worker * self.workers_per_batch, self.single_observation_space, self.single_action_space
         )
+
+    def _start_workers(self, context, config: dict) -> None:
+        self._connections, self._processes = [], []
+        # Everything close() needs, without a reference to self, so garbage collection
+        # of an unclosed env still shuts the workers down.
+        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._connections, self._words)
+        try:
+            for worker in range(self.num_workers):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(target=_worker_main, args=(worker, config, child_end), daemon=True)
+                try:
+                    process.start()
+                except (pickle.PicklingError, AttributeError, TypeError) as error:
+                    raise TypeError(
+                        f"env_creator and its kwargs must be picklable for start_method={context.get_start_method()!r} "
+                        "(a module-level function or class, or functools.partial of one; not a lambda or a "
+                        f"local function), or use start_method='fork': {error}"
+                    ) from error
+                child_end.close()
+                self._connections.append(parent_end)
+                self._processes.append(process)
+            for worker in range(self.num_workers):
+                kind, detail = self._receive(worker, timeout=60.0)
+                if kind != "ready":
+                    raise RuntimeError(f"worker {worker} could not build its envs (env {detail[0]}):\n{detail[1]}")
+        except BaseException:
+            self.close()
+            raise
 
     # ---- protocol -------------------------------------------------------------------
     def _receive(self, worker: int, timeout: float):
@@ -385,7 +409,7 @@ class Processes(VectorEnv):
         self._finalizer()
 
 
-def _shutdown(processes, connections, shm, words) -> None:
+def _shutdown(processes, connections, words) -> None:
     for worker, process in enumerate(processes):
         if process.is_alive():
             base = worker * WORDS_PER_WORKER
@@ -399,8 +423,3 @@ def _shutdown(processes, connections, shm, words) -> None:
             process.join()
     for connection in connections:
         connection.close()
-    shm.unlink()
-    try:
-        shm.close()
-    except BufferError:
-        pass  # the caller still holds views of the buffers; the mapping goes with them
