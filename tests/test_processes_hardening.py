@@ -64,3 +64,37 @@ def test_sigkill_of_the_process_group_leaves_no_shared_memory():
         child.wait(timeout=10)
     time.sleep(0.5)  # the workers, orphaned by the kill, go with the same signal
     assert not set(os.listdir("/dev/shm")) - before
+
+
+class FailsOnce(CountingEnv):
+    """Raises on its `fail_at`-th step only; episodes of two steps."""
+
+    def __init__(self, fail_at=3, buffers=None):
+        super().__init__(episode_length=2, buffers=buffers)
+        self.fail_at = fail_at
+
+    def step(self, actions):
+        if self._total_steps + 1 == self.fail_at:
+            self._total_steps += 1
+            raise ValueError("failed on purpose, once")
+        return super().step(actions)
+
+
+def test_envs_raising_in_two_workers_at_once_leave_no_stale_message():
+    vec = puffercore.vector.make(FailsOnce, 2, backend="processes", num_workers=2, start_method="fork")
+    actions = np.ones(2, dtype=np.int64)
+    try:
+        vec.reset(seed=0)
+        vec.step(actions)
+        assert vec.step(actions)[4]["episodes"] == 2
+        with pytest.raises(RuntimeError, match=r"(?s)env \d raised in worker \d:.*once.*env \d raised in worker \d too"):
+            vec.step(actions)
+        for call in (lambda: vec.step(actions), lambda: vec.send(actions), vec.recv):
+            with pytest.raises(RuntimeError, match=r"after env \d raised in worker \d: call reset\(\)"):
+                call()
+        assert vec.reset()[1] == {}
+        assert vec.step(actions)[4] == {}  # the infos of this step, not a late or stale message
+        info = vec.step(actions)[4]
+        assert info["episodes"] == 2 and info["episode_length"] == 2
+    finally:
+        vec.close()

@@ -115,6 +115,7 @@ class VectorEnv(PufferEnv):
     num_creator_envs: int
     _closed = False
     _has_reset = False
+    _failure: str | None = None  # what broke the last batch (set by a backend); a reset clears it
 
     def _adopt_spaces(self, env: PufferEnv) -> None:
         """Take the per-row spaces (and observation/action trees) of one of our envs."""
@@ -157,7 +158,12 @@ class VectorEnv(PufferEnv):
         if self._closed:
             raise RuntimeError(f"{method}() called on a closed vector env")
 
-    def _check_stepping(self, method: str) -> None:
+    def _check_not_failed(self, method: str) -> None:
         self._check_open(method)
+        if self._failure is not None:
+            raise RuntimeError(f"{method}() after {self._failure}: call reset() or async_reset() first")
+
+    def _check_stepping(self, method: str) -> None:
+        self._check_not_failed(method)
         if not self._has_reset:
             raise RuntimeError(f"{method}() called before reset(); call reset() or async_reset() first")

@@ -318,15 +318,19 @@ class Processes(VectorEnv):
         return self._words.load(worker * WORDS_PER_WORKER + DONE_SEQ) == (self._sent_seq[worker] & 0xFFFFFFFF)
 
     def _collect(self, count: int) -> list[int]:
-        """Wait for `count` in-flight workers to finish; return them, first finished first."""
+        """Wait for `count` in-flight workers to finish; return them, first finished first.
+        Once one reports an error, wait for every worker in flight and read what each
+        sent, so that no pipe holds a stale message when the caller resets; then raise."""
         done: list[int] = []
+        errors: list[tuple[int, int, str]] = []
         while len(done) < count:
             seen = self._words.load(self._completed)
             for worker in list(self._in_flight):
                 if self._finished(worker):
                     self._in_flight.remove(worker)
                     done.append(worker)
-                    self._absorb(worker)
+                    if self._absorb(worker, errors):
+                        count = len(done) + len(self._in_flight)
                     if len(done) == count:
                         break
             if len(done) < count and \
@@ -334,21 +338,36 @@ class Processes(VectorEnv):
                 for worker in self._in_flight:
                     if not self._processes[worker].is_alive():
                         self._in_flight.clear()
+                        self._fail(f"worker {worker} died")
                         raise RuntimeError(
                             f"worker {worker} (pid {self._processes[worker].pid}) died with exit code "
                             f"{self._processes[worker].exitcode} while stepping its envs"
                         )
+        if errors:
+            (worker, env_index, text), others = errors[0], errors[1:]
+            self._fail(f"env {env_index} raised in worker {worker}")
+            also = "".join(f"\nenv {e} raised in worker {w} too" for w, e, _ in others)
+            raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}{also}")
         return done
 
-    def _absorb(self, worker: int) -> None:
+    def _absorb(self, worker: int, errors: list) -> bool:
+        """Read what a finished worker sent: its infos, or its error (appended to
+        `errors`, its infos dropped); True on an error."""
         base = worker * WORDS_PER_WORKER
         if self._words.load(base + STATUS) == ERROR:
-            kind, (env_index, text) = self._receive(worker, timeout=10.0)
-            self._in_flight.clear()
-            raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}")
+            _, (env_index, text) = self._receive(worker, timeout=10.0)
+            errors.append((worker, env_index, text))
+            return True
         if self._words.load(base + HAS_INFO):
-            kind, infos = self._receive(worker, timeout=10.0)
+            _, infos = self._receive(worker, timeout=10.0)
             self._pending_infos.extend(infos)
+        return False
+
+    def _fail(self, failure: str) -> None:
+        """The envs are mid-batch in an unknown state: only a reset continues."""
+        self._failure = failure
+        self._ready.clear()
+        self._batch_workers = None
 
     def _drain_infos(self) -> dict:
         infos, self._pending_infos = self._pending_infos, []
@@ -372,6 +391,7 @@ class Processes(VectorEnv):
         self._ready = collections.deque(range(self.num_workers))
         self._batch_workers = None
         self._has_reset = True
+        self._failure = None
 
     def send(self, actions) -> None:
         self._check_stepping("send")
@@ -385,7 +405,7 @@ class Processes(VectorEnv):
     def recv(self):
         """The first `batch_size` envs to finish, as views when their workers' rows are
         one block (always for synchronous use), else gathered into a staging copy."""
-        self._check_open("recv")
+        self._check_not_failed("recv")
         if self._batch_workers is not None or (not self._in_flight and not self._ready):
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
         workers = [self._ready.popleft() for _ in range(min(self.workers_per_batch, len(self._ready)))]
