@@ -87,7 +87,8 @@ def test_envs_raising_in_two_workers_at_once_leave_no_stale_message():
         vec.reset(seed=0)
         vec.step(actions)
         assert vec.step(actions)[4]["episodes"] == 2
-        with pytest.raises(RuntimeError, match=r"(?s)env \d raised in worker \d:.*once.*env \d raised in worker \d too"):
+        both = r"(?s)env \d raised in worker \d:.*once.*env \d raised in worker \d too"
+        with pytest.raises(RuntimeError, match=both):
             vec.step(actions)
         for call in (lambda: vec.step(actions), lambda: vec.send(actions), vec.recv):
             with pytest.raises(RuntimeError, match=r"after env \d raised in worker \d: call reset\(\)"):
@@ -98,3 +99,43 @@ def test_envs_raising_in_two_workers_at_once_leave_no_stale_message():
         assert info["episodes"] == 2 and info["episode_length"] == 2
     finally:
         vec.close()
+
+
+class HangsInEnv1(CountingEnv):
+    """Env 1 of the vector never returns from its second step."""
+
+    def step(self, actions):
+        if self.env_index_base == 1 and self._total_steps == 1:
+            time.sleep(3600)
+        return super().step(actions)
+
+
+def test_timeout_names_the_hung_worker_and_close_kills_it():
+    vec = puffercore.vector.make(HangsInEnv1, 2, backend="processes", num_workers=2, timeout=1.0, start_method="fork")
+    processes = list(vec._processes)
+    actions = np.zeros(2, dtype=np.int64)
+    try:
+        vec.reset(seed=0)
+        vec.step(actions)
+        start = time.monotonic()
+        hung = r"step of envs 1-1 in worker 1 \(pid \d+\): not finished within timeout=1.0 s"
+        with pytest.raises(TimeoutError, match=hung):
+            vec.step(actions)
+        assert 1.0 <= time.monotonic() - start < 3.0
+        with pytest.raises(RuntimeError, match=r"step\(\) after worker 1 timed out: call reset\(\)"):
+            vec.step(actions)
+        with pytest.raises(TimeoutError, match="worker 1"):  # still hung: a reset waits for it again
+            vec.reset()
+    finally:
+        start = time.monotonic()
+        vec.close()
+        assert time.monotonic() - start < 1.5
+    assert not any(process.is_alive() for process in processes)
+
+
+def test_timeout_argument_is_checked():
+    for bad in (0, -1.0, "1", True, float("nan")):
+        with pytest.raises(ValueError, match="timeout must be None or a positive number of seconds"):
+            puffercore.vector.make(CountingEnv, 2, backend="processes", timeout=bad)
+    with pytest.raises(ValueError, match="timeout is an option of the processes backend only"):
+        puffercore.vector.make(CountingEnv, 2, backend="serial", timeout=1.0)

@@ -41,12 +41,20 @@ def make(
     num_workers: int | None = None,
     batch_size: int | None = None,
     seed: int = 0,
+    timeout: float | None = None,
     **env_kwargs,
 ) -> PufferEnv:
     """A vector of `num_envs` envs from `env_creator(**env_kwargs)` on `backend`.
-    `seed` seeds the first `reset()`/`async_reset()` that is given no seed."""
+    `seed` seeds the first `reset()`/`async_reset()` that is given no seed.
+    `timeout` (processes backend only; None: wait forever): seconds a worker may take over
+    a step or reset before recv()/step()/reset() raises TimeoutError naming the worker and
+    its envs; a hung worker stays hung, so close() the vector env, which kills it."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
+    if timeout is not None:
+        if backend != "processes":
+            raise ValueError(f"timeout is an option of the processes backend only, got backend={backend!r}")
+        env_kwargs["timeout"] = timeout
     return BACKENDS[backend](
         env_creator, num_envs, num_workers=num_workers, batch_size=batch_size, seed=seed, **env_kwargs
     )

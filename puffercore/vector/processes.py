@@ -188,8 +188,12 @@ class Processes(VectorEnv):
     documented source of hangs with torch or CUDA initialised; "forkserver" is between."""
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
-                 start_method=None, **env_kwargs):
+                 start_method=None, timeout=None, **env_kwargs):
         num_envs, batch_size = check_batching(num_envs, batch_size)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise ValueError(f"timeout must be None or a positive number of seconds, got {timeout!r}")
+        self._timeout = timeout
         if num_workers is None:
             num_workers = _default_workers(num_envs, batch_size)
         num_workers = check_count(num_workers, "num_workers")
@@ -259,9 +263,12 @@ class Processes(VectorEnv):
 
     def _start_workers(self, context, config: dict) -> None:
         self._connections, self._processes = [], []
+        self._timed_out: list[int] = []  # workers stuck in a command: close() kills them
         # Everything close() needs, without a reference to self, so garbage collection
         # of an unclosed env still shuts the workers down.
-        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._connections, self._words)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._processes, self._connections, self._words, self._timed_out
+        )
         try:
             for worker in range(self.num_workers):
                 parent_end, child_end = context.Pipe()
@@ -323,6 +330,7 @@ class Processes(VectorEnv):
         sent, so that no pipe holds a stale message when the caller resets; then raise."""
         done: list[int] = []
         errors: list[tuple[int, int, str]] = []
+        deadline = None  # of the timeout, set once a wait found nothing: the hot path reads no clock
         while len(done) < count:
             seen = self._words.load(self._completed)
             for worker in list(self._in_flight):
@@ -335,20 +343,43 @@ class Processes(VectorEnv):
                         break
             if len(done) < count and \
                     self._words.wait_change(self._completed, seen, self._spin_seconds, LIVENESS_PERIOD) == seen:
-                for worker in self._in_flight:
-                    if not self._processes[worker].is_alive():
-                        self._in_flight.clear()
-                        self._fail(f"worker {worker} died")
-                        raise RuntimeError(
-                            f"worker {worker} (pid {self._processes[worker].pid}) died with exit code "
-                            f"{self._processes[worker].exitcode} while stepping its envs"
-                        )
+                deadline = self._check_waiting(deadline)
         if errors:
             (worker, env_index, text), others = errors[0], errors[1:]
             self._fail(f"env {env_index} raised in worker {worker}")
             also = "".join(f"\nenv {e} raised in worker {w} too" for w, e, _ in others)
             raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}{also}")
         return done
+
+    def _check_waiting(self, deadline: float | None) -> float | None:
+        """No worker finished for LIVENESS_PERIOD: raise if one in flight died or the
+        timeout passed; return the timeout's deadline."""
+        for worker in self._in_flight:
+            if not self._processes[worker].is_alive():
+                self._in_flight.clear()
+                self._fail(f"worker {worker} died")
+                raise RuntimeError(
+                    f"worker {worker} (pid {self._processes[worker].pid}) died with exit code "
+                    f"{self._processes[worker].exitcode} while stepping its envs"
+                )
+        if self._timeout is None:
+            return None
+        now = time.monotonic()
+        if deadline is None:
+            return now + self._timeout - LIVENESS_PERIOD  # the wait that got here counts
+        if now < deadline:
+            return deadline
+        # The stuck workers stay in flight: a reset waits for them again, and close() kills them.
+        self._timed_out[:] = self._in_flight
+        stuck = "; ".join(self._describe_command(worker) for worker in self._in_flight)
+        self._fail(f"worker {self._in_flight[0]} timed out")
+        raise TimeoutError(f"{stuck}: not finished within timeout={self._timeout} s; close() kills the workers")
+
+    def _describe_command(self, worker: int) -> str:
+        first = worker * self.envs_per_worker
+        command = "reset" if self._words.load(worker * WORDS_PER_WORKER + COMMAND) == RESET else "step"
+        last = first + self.envs_per_worker - 1
+        return f"{command} of envs {first}-{last} in worker {worker} (pid {self._processes[worker].pid})"
 
     def _absorb(self, worker: int, errors: list) -> bool:
         """Read what a finished worker sent: its infos, or its error (appended to
@@ -392,6 +423,7 @@ class Processes(VectorEnv):
         self._batch_workers = None
         self._has_reset = True
         self._failure = None
+        self._timed_out.clear()  # those finished after all
 
     def send(self, actions) -> None:
         self._check_stepping("send")
@@ -429,7 +461,9 @@ class Processes(VectorEnv):
         self._finalizer()
 
 
-def _shutdown(processes, connections, words) -> None:
+def _shutdown(processes, connections, words, timed_out) -> None:
+    for worker in timed_out:  # would never read CLOSE
+        processes[worker].kill()
     for worker, process in enumerate(processes):
         if process.is_alive():
             base = worker * WORDS_PER_WORKER
