@@ -3,8 +3,10 @@
     puffercore train cartpole                       # preset config, ocean CartPole
     puffercore train snake --vec.backend threads --train.learning-rate 1e-3
     puffercore train gymnasium:Acrobot-v1           # any gymnasium id
+    puffercore train my_envs:MyEnv                  # any env class or creator, imported
+    puffercore train --config runs/cartpole-.../config.json
     puffercore train --resume runs/cartpole-...     # continue from the run's checkpoint
-    puffercore eval cartpole --checkpoint runs/cartpole-.../checkpoint.pt --render
+    puffercore eval --checkpoint runs/cartpole-.../checkpoint.pt --render
     puffercore bench compare_training               # runs bench/compare_training.py
     puffercore plot runs/cartpole-...               # learning_curve.png
     puffercore alphazero connect4 --minutes 30      # AlphaZero self-play training
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import runpy
 import sys
@@ -56,33 +59,58 @@ def _config_overrides(args: argparse.Namespace) -> dict:
             if getattr(args, field.name) is not None}
 
 
+def _read_config_file(path: str) -> dict:
+    """PPOConfig fields (and optionally "env") from a JSON or TOML file, e.g. a run's
+    config.json."""
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            with open(path, "rb") as file:
+                values = tomllib.load(file)
+        else:
+            with open(path) as file:
+                values = json.load(file)
+    except OSError as error:
+        raise ValueError(f"--config {path}: {error.strerror}") from None
+    except ValueError as error:  # json.JSONDecodeError and tomllib.TOMLDecodeError
+        raise ValueError(f"--config {path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'} ({error})") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path}: expected a table of config fields, got {type(values).__name__}")
+    return values
+
+
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     overrides = _config_overrides(args)
     if args.resume:
-        if overrides or args.env:
-            parser.error("--resume continues a run with its saved env and config; give no env and no config flags")
-        trainer = ppo.train(None, resume=args.resume)
+        if args.config:
+            parser.error("--resume continues a run with its saved config; give flags to change what may change")
+        trainer = ppo.train(overrides, args.env, resume=args.resume)
     else:
-        if not args.env:
-            parser.error("give an env (e.g. cartpole, snake, gymnasium:Acrobot-v1) or --resume RUN_DIR")
-        config = ppo.PPOConfig.for_env(args.env, **overrides)
+        values = _read_config_file(args.config) if args.config else {}
+        env = args.env or values.get("env")
+        if not env:
+            parser.error("give an env (e.g. cartpole, gymnasium:Acrobot-v1, my_module:MyEnv) or --resume RUN_DIR")
+        values = {name: value for name, value in values.items() if name != "env"}
+        config = ppo.PPOConfig.for_env(env, **{**values, **overrides})
         config.validate()
-        trainer = ppo.train(config, args.env)
+        trainer = ppo.train(config, env)
     print(f"run directory: {trainer.run_dir}")
 
 
 def _eval(args: argparse.Namespace) -> None:
     frames = []
+    drawn_env = args.env or (ppo.saved_env_spec(args.checkpoint) if args.render else None)
 
     def show(observation, reward):
-        frames.append(_ascii_frame(args.env, observation, reward))
+        frames.append(_ascii_frame(drawn_env, observation, reward))
 
     returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
-                           max_steps=args.max_steps, on_step=show if args.render else None)
+                           max_steps=args.max_steps, on_step=show if args.render else None, env=args.env)
     if args.render:
         print("\n\n".join(frames[-args.render_steps:]))
     mean = sum(returns) / len(returns)
-    print(f"{args.env}: {len(returns)} episodes, mean return {mean:.2f}, "
+    print(f"{args.checkpoint}: {len(returns)} episodes, mean return {mean:.2f}, "
           f"min {min(returns):.2f}, max {max(returns):.2f}")
     print("returns:", " ".join(f"{value:.1f}" for value in returns))
 
@@ -134,15 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = commands.add_parser("train", help="train PPO on an env", description=(
-        "Train PPO. ENV: cartpole, snake, squared, memory or gymnasium:<id>. Settings start from "
-        "the env's preset; every field below overrides it."))
-    train.add_argument("env", nargs="?", help="env name")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
+        "Train PPO. ENV: an ocean env (cartpole, snake, squared, memory, connect4, azul), a gymnasium id "
+        "(Acrobot-v1 or gymnasium:Acrobot-v1) or module:attribute naming an env class or creator. Settings "
+        "start from the ocean env's preset, then --config, then every flag below."))
+    train.add_argument("env", nargs="?", help="the env to train on")
+    train.add_argument("--config", metavar="FILE", help="a JSON or TOML file of config fields (a run's config.json works)")
+    train.add_argument("--resume", metavar="RUN_DIR", help=(
+        "continue the run in RUN_DIR from its checkpoint; flags may change only "
+        + ", ".join(ppo.RESUMABLE_FIELDS)))
     _add_config_flags(train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
         "Play episodes with a trained policy and print their returns (and an ASCII render)."))
-    evaluate.add_argument("env", help="the env the checkpoint was trained on (for the render)")
+    evaluate.add_argument("env", nargs="?", help="the env, when the checkpoint could not name it (else checked against it)")
     evaluate.add_argument("--checkpoint", required=True, help="checkpoint.pt or its run directory")
     evaluate.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     evaluate.add_argument("--seed", type=int, default=0, help="env seed (default 0)")

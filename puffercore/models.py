@@ -1,5 +1,6 @@
-"""Policies for puffercore's trainers: an MLP (optionally followed by an LSTM cell) with a
-value head and an action head for Discrete, MultiDiscrete or Box actions.
+"""Policies for puffercore's trainers: an MLP actor and an MLP critic (or one shared MLP
+trunk, optionally followed by an LSTM cell) with an action head for Discrete,
+MultiDiscrete or Box actions.
 
     policy = Policy(vec.single_observation_space, vec.single_action_space,
                     observation_tree=vec.observation_tree, hidden_size=64, lstm=False)
@@ -7,9 +8,17 @@ value head and an action head for Discrete, MultiDiscrete or Box actions.
     actions, log_prob = policy.head.sample(out.params, generator)
     log_prob, entropy = policy.head.evaluate(out.params, actions)
 
+Separate actor and critic networks are the default for MLP policies (as in CleanRL's
+ppo.py): with one shared trunk the value loss, whose returns can be in the hundreds,
+sends the trunk gradients 100-1000x those of the policy loss, so the trunk learns only
+value features and the global norm clip shrinks the policy's share to nothing (measured
+on CartPole-v1: approx KL 1e-4..1e-7 per update, no learning). A recurrent policy keeps
+the shared trunk: its critic needs the LSTM's memory.
+
 Initialisation follows the PPO implementation details (Huang et al. 2022): orthogonal
-weights with gain sqrt(2) for hidden layers, 0.01 for the policy head (near-uniform
-first actions), 1.0 for the value head, zero biases. Distributions are written out by
+weights with the gain of the hidden activation (torch's `calculate_gain`; sqrt(2) for
+GELU), 0.01 for the policy head (near-uniform first actions), 1.0 for the value head,
+zero biases. Distributions are written out by
 hand so that sampling takes a `torch.Generator`: the trainer's random stream is then
 one named, checkpointable generator instead of torch's global state.
 """
@@ -25,7 +34,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
+# Orthogonal-init gain of the layers each activation follows (GELU is ReLU-like).
+GAINS = {"tanh": nn.init.calculate_gain("tanh"), "relu": nn.init.calculate_gain("relu"), "gelu": math.sqrt(2)}
 
 
 def layer_init(layer: nn.Module, gain: float) -> nn.Module:
@@ -113,8 +124,17 @@ class ActionHead:
         return actions.to(torch.int32).cpu().numpy()
 
 
+def mlp(input_size: int, hidden_size: int, num_layers: int, activation: str) -> nn.Sequential:
+    layers, width = [], input_size
+    for _ in range(num_layers):
+        layers += [layer_init(nn.Linear(width, hidden_size), GAINS[activation]), ACTIVATIONS[activation]()]
+        width = hidden_size
+    return nn.Sequential(*layers)
+
+
 class Policy(nn.Module):
-    """MLP encoder -> optional LSTM cell -> policy and value heads.
+    """Actor MLP -> policy head and critic MLP -> value head; or (`shared_trunk`) one MLP
+    encoder -> optional LSTM cell -> both heads.
 
     Observations are rows of the flat observation space (any dtype; cast to float).
     With `observation_tree` (from puffercore.emulation) rows of mixed-dtype leaves are
@@ -131,6 +151,7 @@ class Policy(nn.Module):
         activation: str = "tanh",
         lstm: bool = False,
         forget_bias: float = 0.0,
+        shared_trunk: bool | None = None,
     ):
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -150,11 +171,13 @@ class Policy(nn.Module):
                 f"{action_space} has {self.head.size} logits"
             )
 
-        layers, width = [], input_size
-        for _ in range(num_layers):
-            layers += [layer_init(nn.Linear(width, hidden_size), math.sqrt(2)), ACTIVATIONS[activation]()]
-            width = hidden_size
-        self.encoder = nn.Sequential(*layers)
+        if shared_trunk is None:
+            shared_trunk = lstm
+        if lstm and not shared_trunk:
+            raise ValueError("lstm=True needs shared_trunk=True: the critic reads the LSTM state")
+        self.encoder = mlp(input_size, hidden_size, num_layers, activation)
+        # None: the critic reads the shared encoder's output.
+        self.critic_encoder = None if shared_trunk else mlp(input_size, hidden_size, num_layers, activation)
         self.lstm = None
         if lstm:
             self.lstm = nn.LSTMCell(hidden_size, hidden_size)
@@ -186,17 +209,19 @@ class Policy(nn.Module):
         return observations.reshape(observations.shape[0], -1).float()
 
     def forward(self, observations: torch.Tensor, state=None) -> PolicyOutput:
-        hidden = self.encoder(self.features(observations))
+        features = self.features(observations)
+        hidden = self.encoder(features)
+        critic_hidden = hidden if self.critic_encoder is None else self.critic_encoder(features)
         if self.lstm is not None:
             state = self.lstm(hidden, state)
-            hidden = state[0]
+            hidden = critic_hidden = state[0]
         params = self.actor(hidden)
         if self.mask_leaf is not None:
             mask = observations[..., self.mask_leaf.start : self.mask_leaf.stop]
             if self.observation_tree.is_bytes:
                 mask = mask.view(_torch_dtype(self.mask_leaf.dtype))
             params = params.masked_fill(mask.reshape(params.shape) == 0, torch.finfo(params.dtype).min)
-        return PolicyOutput(params, self.critic(hidden).squeeze(-1), state)
+        return PolicyOutput(params, self.critic(critic_hidden).squeeze(-1), state)
 
     def sample(self, out: PolicyOutput, generator: torch.Generator):
         return self.head.sample(out.params, self.log_std, generator)

@@ -1,35 +1,29 @@
-"""Proximal Policy Optimization (Schulman et al. 2017) on puffercore vector envs, in one
-file, top to bottom:
+"""Proximal Policy Optimization (Schulman et al. 2017) on puffercore vector envs, top
+to bottom:
 
-1. `PPOConfig`: every hyperparameter, with per-env presets (`PRESETS`).
-2. Envs: names (`cartpole`, `snake`, `squared`, `memory`, `gymnasium:<id>`) -> vector envs.
-3. Rollout storage `[N, T + 1]` with `transition_view` and `iterate_minibatches`.
-4. `Trainer`: collection (staggered batches, rows indexed by env_ids), GAE, the PPO
-   update, metrics and checkpoints.
-5. `train`, `evaluate`: what the command line calls.
+1. `PPOConfig`: every hyperparameter, with presets for the ocean envs (`PRESETS`).
+2. `Trainer`: collection (staggered batches, rows indexed by env_ids), GAE, the PPO
+   update, metrics and checkpoints. Envs come from `puffercore.envs` (anything
+   trainable), rollout storage from `puffercore.rollout`.
+3. `train`, `evaluate`: what the command line calls.
 
     from puffercore.ppo import PPOConfig, train
     trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000), "cartpole")
+    trainer = train(PPOConfig(), "gymnasium:Acrobot-v1")     # or a class, a creator, a vector env
 
-Exact resume. Checkpoints are taken at rollout boundaries every `checkpoint_interval`
-updates. Env state in general cannot be snapshotted (a C env struct array, a gymnasium
-env in another process), so instead every checkpoint period starts with a deterministic
-env reset seeded by (env seed, update): the uninterrupted run does the same reset as the
-resumed one, and model, optimizer, RNG streams and counters come from the checkpoint, so
-on CPU a resumed run ends bitwise identical to an uninterrupted one. The price is that
-episodes in flight are cut every checkpoint period; that is harmless for learning (each
-rollout row already bootstraps V(last observation)) when a period spans many episode
-lengths (default 100 updates), and `checkpoint_interval = 0` turns it off. Exactness
-holds for the periodic checkpoints (what a crash or preemption leaves); resuming from a
-checkpoint taken mid-period (`stop_after` or `until` ending a run early) starts a new
-period there, so that run goes on correctly but not bit for bit like the uninterrupted one.
+Checkpoints are taken at rollout boundaries every `checkpoint_interval` updates and at
+the end; they hold model, optimizer, RNG streams and counters. Env state in general
+cannot be snapshotted (a C env struct array, a gymnasium env in another process), so a
+resumed run starts its envs with a reset seeded by (env seed, update): it is
+deterministic (the same checkpoint resumes to the same result on CPU) but it is not the
+uninterrupted run, whose episodes went on. Checkpointing never touches the envs, so a
+run's result does not depend on its checkpoint interval.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -37,14 +31,13 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
-import gymnasium
 import numpy as np
 import torch
 
-import puffercore.vector
-from puffercore import advantage, checkpoint, logger
+from puffercore import advantage, checkpoint, envs, logger
 from puffercore.env import derive_seed
 from puffercore.models import Policy
+from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 
 
 # ---------------------------------------------------------------------------------------
@@ -64,13 +57,14 @@ class PPOConfig:
     device: str = _option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
     torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
     run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
-    checkpoint_interval: int = _option(100, "run", "updates between checkpoints (and env re-seeds); 0: only at the end")
+    checkpoint_interval: int = _option(100, "run", "updates between checkpoints; 0: only at the end")
     log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
     tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
     wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
     quiet: bool = _option(False, "run", "no console view")
     # vec
-    backend: str = _option("serial", "vec", "vector backend", ("serial", "threads", "processes"))
+    backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs",
+                           ("auto", "serial", "threads", "processes"))
     num_envs: int = _option(8, "vec", "envs stepped in parallel")
     num_workers: int = _option(0, "vec", "env worker threads/processes; 0: the backend's default")
     batch_size: int = _option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")
@@ -94,15 +88,16 @@ class PPOConfig:
     # policy
     hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
     num_layers: int = _option(2, "policy", "hidden layers of the MLP")
-    activation: str = _option("tanh", "policy", "hidden activation", ("tanh", "relu"))
+    activation: str = _option("tanh", "policy", "hidden activation", ("tanh", "relu", "gelu"))
+    shared_trunk: bool = _option(False, "policy", "one MLP trunk for actor and critic instead of two (always with lstm)")
     lstm: bool = _option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
     forget_bias: float = _option(1.0, "policy", "initial LSTM forget-gate bias")
 
     @classmethod
-    def for_env(cls, env: str, **overrides) -> "PPOConfig":
-        """The config for `env`: defaults, then the env's preset, then `overrides`."""
-        check_env_name(env)
-        preset = GYMNASIUM_PRESET if env.startswith(GYMNASIUM_PREFIX) else PRESETS.get(env, {})
+    def for_env(cls, env: Any, **overrides) -> "PPOConfig":
+        """The config for `env`: defaults, then the preset of an ocean env's name, then
+        `overrides`."""
+        preset = PRESETS.get(env, {}) if isinstance(env, str) else {}
         values = {**preset, **overrides}
         unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
@@ -142,155 +137,43 @@ class PPOConfig:
             raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
 
 
-# Per-env overrides of the defaults. Native envs use the threads backend where this
-# installation has it. CartPole is tuned for wall-clock time to solve on a small CPU:
-# many envs, short rollouts, big minibatches, a small MLP (bench/compare_training.py).
-_NATIVE_BACKEND = "threads" if "threads" in puffercore.vector.BACKENDS else "serial"
+# Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
+# registry: any env can be trained, see puffercore.envs). CartPole is tuned for
+# wall-clock time to solve on a small CPU: many envs, short rollouts, big minibatches,
+# a small MLP (bench/compare_training.py). Connect4 and Azul play their built-in
+# opponents; the action mask in their observations is applied by the policy.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
-        total_timesteps=500_000, num_envs=256, horizon=16, minibatch_size=2048, update_epochs=4,
+        total_timesteps=500_000, backend="serial", num_envs=256, horizon=16, minibatch_size=2048, update_epochs=4,
         learning_rate=1e-2, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
     ),
     "memory": dict(
-        total_timesteps=150_000, num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,
+        total_timesteps=150_000, backend="serial", num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,
         learning_rate=3e-3, hidden_size=32, ent_coef=0.01, gamma=0.9, lstm=True,
     ),
     "snake": dict(
-        total_timesteps=5_000_000, backend=_NATIVE_BACKEND, num_envs=512, horizon=64, minibatch_size=8192,
+        total_timesteps=5_000_000, num_envs=512, horizon=64, minibatch_size=8192,
         learning_rate=3e-3, hidden_size=128,
     ),
     "squared": dict(
-        total_timesteps=1_000_000, backend=_NATIVE_BACKEND, num_envs=256, horizon=32, minibatch_size=4096,
+        total_timesteps=1_000_000, num_envs=256, horizon=32, minibatch_size=4096,
         learning_rate=3e-3, hidden_size=64,
+    ),
+    "connect4": dict(
+        total_timesteps=2_000_000, num_envs=256, horizon=32, minibatch_size=2048,
+        learning_rate=1e-3, hidden_size=128, gamma=0.99,
+    ),
+    "azul": dict(
+        total_timesteps=5_000_000, num_envs=256, horizon=64, minibatch_size=4096,
+        learning_rate=1e-3, hidden_size=256, gamma=0.995,
     ),
 }
 
 
-# Python (gymnasium) envs step in worker processes where this installation has them.
-GYMNASIUM_PRESET: dict[str, Any] = {"backend": "processes" if "processes" in puffercore.vector.BACKENDS else "serial"}
-
-
-# ---------------------------------------------------------------------------------------
-# 2. Envs
-# ---------------------------------------------------------------------------------------
-NATIVE_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory"}
-GYMNASIUM_PREFIX = "gymnasium:"
-
-
-def check_env_name(env: str) -> None:
-    if not isinstance(env, str):
-        raise ValueError(f"env must be a string, got {env!r}")
-    if env.startswith(GYMNASIUM_PREFIX):
-        env_id = env[len(GYMNASIUM_PREFIX):]
-        if env_id not in gymnasium.registry:
-            raise ValueError(f"unknown gymnasium env id {env_id!r} in env={env!r}")
-        return
-    if env not in NATIVE_ENVS:
-        raise ValueError(
-            f"unknown env {env!r}; expected one of {sorted(NATIVE_ENVS)} or "
-            f"'{GYMNASIUM_PREFIX}<id>' (e.g. {GYMNASIUM_PREFIX}Acrobot-v1)"
-        )
-
-
-def _native_class(name: str):
-    from puffercore import ocean
-    from puffercore.ocean.memory import Memory
-
-    return Memory if name == "memory" else getattr(ocean, NATIVE_ENVS[name])
-
-
-def _make_gymnasium(env_id: str):
-    return gymnasium.make(env_id)
-
-
-def make_vector(env: str, config: PPOConfig, seed: int):
-    """The vector env for `env` under `config`: ocean envs on any backend, gymnasium
-    ids on serial or processes."""
-    check_env_name(env)
-    backend = config.backend
-    if backend not in puffercore.vector.BACKENDS:
-        raise ValueError(f"backend {backend!r} is not available in this installation; have {sorted(puffercore.vector.BACKENDS)}")
-    num_workers = config.num_workers or None
-    batch_size = config.batch_size or None
-    if env.startswith(GYMNASIUM_PREFIX):
-        if backend == "threads":
-            raise ValueError(f"env {env!r} is a Python env; the threads backend steps native envs only (use serial or processes)")
-        creator = functools.partial(_make_gymnasium, env[len(GYMNASIUM_PREFIX):])
-        return puffercore.vector.make(creator, config.num_envs, backend=backend, num_workers=num_workers,
-                                      batch_size=batch_size, seed=seed)
-    env_class = _native_class(env)
-    if backend == "threads":
-        return puffercore.vector.make(env_class, config.num_envs, backend="threads", num_workers=num_workers,
-                                      batch_size=batch_size, seed=seed)
-    # serial/processes: each creator env is a block of sub-envs, one block per batch.
-    blocks = config.num_envs // (config.batch_size or config.num_envs)
-    creator = functools.partial(env_class, num_envs=config.num_envs // blocks)
-    return puffercore.vector.make(creator, blocks, backend=backend, num_workers=num_workers,
-                                  batch_size=1 if blocks > 1 else None, seed=seed)
-
-
-# ---------------------------------------------------------------------------------------
-# 3. Rollout storage
-# ---------------------------------------------------------------------------------------
-# obs, value and mask have one entry per observation (slot T: the bootstrap); the other
-# [N, T + 1] fields are per transition, and their slot T is padding (the trainer parks
-# the next rollout's first action there).
-ROW_FIELDS = ("state_h", "state_c")  # LSTM state at slot 0, [N, hidden]
-
-
-def allocate_rollout(rows: int, horizon: int, observation_space, policy: Policy, device) -> dict[str, torch.Tensor]:
-    """Preallocated `[rows, horizon + 1, ...]` rollout on `device`."""
-    slots = (rows, horizon + 1)
-    obs_dtype = torch.from_numpy(np.empty(0, observation_space.dtype)).dtype
-    head = policy.head
-    rollout = {
-        "obs": torch.zeros(*slots, *observation_space.shape, dtype=obs_dtype, device=device),
-        "value": torch.zeros(slots, device=device),
-        "mask": torch.zeros(slots, dtype=torch.bool, device=device),
-        "action": torch.zeros(*slots, *head.action_shape, dtype=head.action_dtype, device=device),
-        "log_prob": torch.zeros(slots, device=device),
-        "reward": torch.zeros(slots, device=device),
-        "terminal": torch.zeros(slots, dtype=torch.bool, device=device),
-        "truncation": torch.zeros(slots, dtype=torch.bool, device=device),
-        "final_value": torch.zeros(slots, device=device),
-    }
-    if policy.lstm is not None:
-        rollout["state_h"] = torch.zeros(rows, policy.hidden_size, device=device)
-        rollout["state_c"] = torch.zeros(rows, policy.hidden_size, device=device)
-    return rollout
-
-
-def transition_view(rollout: dict[str, torch.Tensor], flatten: bool = False) -> dict[str, torch.Tensor]:
-    """The first T steps of every `[N, T + 1, ...]` field (transition-aligned: obs/value
-    at t with the action, reward and flags of transition t), plus fields that are already
-    `[N, T]` (advantage, return) and per-row fields (LSTM state). `flatten`: merge N and
-    T into one leading dim (per-row fields are left out)."""
-    horizon = rollout["reward"].shape[1] - 1
-    view = {}
-    for name, tensor in rollout.items():
-        if name in ROW_FIELDS:
-            if not flatten:
-                view[name] = tensor
-            continue
-        if tensor.shape[1] == horizon + 1:
-            tensor = tensor[:, :horizon]
-        view[name] = tensor.reshape(-1, *tensor.shape[2:]) if flatten else tensor
-    return view
-
-
-def iterate_minibatches(batch: dict[str, torch.Tensor], minibatch_size: int, generator: torch.Generator,
-                        order: torch.Tensor | None = None) -> Iterator[dict[str, torch.Tensor]]:
-    """Minibatches over the leading dim of every field (transitions of a flattened view,
-    or rows of an unflattened one): in `order` (default a fresh shuffle), `minibatch_size`
-    at a time, the last one possibly smaller. Each minibatch also carries "index", the
-    positions it took."""
-    count = next(iter(batch.values())).shape[0]
-    if order is None:
-        device = next(iter(batch.values())).device
-        order = torch.randperm(count, generator=generator).to(device)
-    for start in range(0, len(order), minibatch_size):
-        index = order[start : start + minibatch_size]
-        yield {"index": index, **{name: tensor[index] for name, tensor in batch.items()}}
+def make_vector(env, config: PPOConfig, seed: int):
+    """The vector env of `env` (anything `puffercore.envs.resolve` takes) under `config`."""
+    return envs.make_vector(envs.resolve(env), backend=config.backend, num_envs=config.num_envs,
+                            num_workers=config.num_workers or None, batch_size=config.batch_size or None, seed=seed)
 
 
 # ---------------------------------------------------------------------------------------
@@ -307,27 +190,29 @@ def named_seeds(run_seed: int) -> dict[str, int]:
 
 
 class Trainer:
-    def __init__(self, env: str, config: PPOConfig, run_dir: str | None = None):
+    """PPO on `env`: anything `puffercore.envs.resolve` takes (an ocean env name, a
+    gymnasium id, "module:attribute", an env class or creator, or a vector env made by
+    `puffercore.vector.make`, which the caller keeps and closes)."""
+
+    def __init__(self, env: Any, config: PPOConfig, run_dir: str | None = None):
         config.validate()
-        self.env_name, self.config = env, config
+        source = envs.resolve(env)
+        self.env_name, self.env_spec, self.config = source.name, source.spec, config
+        self.owns_vec = source.vector is None
         self.device = torch.device(config.device)
         self.seeds = named_seeds(config.seed)
-        self.vec = make_vector(env, config, self.seeds["envs"])
+        self.vec = make_vector(source, config, self.seeds["envs"])
         try:
             self._setup(run_dir)
         except BaseException:
-            self.vec.close()
+            self.close()
             raise
 
     def _setup(self, run_dir: str | None) -> None:
         config, vec = self.config, self.vec
         torch.set_num_threads(config.torch_threads or _free_cores(vec))
         torch.manual_seed(self.seeds["torch"])  # weight init
-        self.policy = Policy(
-            vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None),
-            hidden_size=config.hidden_size, num_layers=config.num_layers, activation=config.activation,
-            lstm=config.lstm, forget_bias=config.forget_bias,
-        ).to(self.device)
+        self.policy = make_policy(vec, config).to(self.device)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5)
         self.action_rng = torch.Generator(self.device).manual_seed(self.seeds["torch"])
         self.sampling_rng = torch.Generator().manual_seed(self.seeds["sampling"])
@@ -335,7 +220,7 @@ class Trainer:
         self.rows, horizon = vec.num_agents, config.horizon
         self.rollout = allocate_rollout(self.rows, horizon, vec.single_observation_space, self.policy, self.device)
         self.transitions_per_update = self.rows * horizon
-        self.num_updates = max(1, config.total_timesteps // self.transitions_per_update)
+        self.num_updates = -(-config.total_timesteps // self.transitions_per_update)  # at least total_timesteps
         if config.minibatch_size > self.transitions_per_update:
             raise ValueError(
                 f"minibatch_size={config.minibatch_size} exceeds the transitions of one rollout "
@@ -360,7 +245,7 @@ class Trainer:
 
     # ---- collection ---------------------------------------------------------------------
     def reset_envs(self) -> None:
-        """Start a checkpoint period: every env reset with a seed fixed by (env seed,
+        """Start (or resume) collection: every env reset with a seed fixed by (env seed,
         update), every row at slot 0 with a fresh recurrent state."""
         self.vec.async_reset(seed=derive_seed(self.seeds["envs"], self.update) % 2**63)
         self.position[:] = 0
@@ -621,7 +506,7 @@ class Trainer:
     def state_dict(self) -> dict[str, Any]:
         return {
             "format": "puffercore.ppo/1",
-            "env": self.env_name,
+            "env": self.env_spec,
             "config": dataclasses.asdict(self.config),
             "seeds": self.seeds,
             "model": self.policy.state_dict(),
@@ -662,18 +547,8 @@ class Trainer:
         return scalars
 
     def close(self) -> None:
-        self.vec.close()
-
-
-def row_priorities(advantages: torch.Tensor, mask: torch.Tensor, alpha: float, beta: float):
-    """Prioritized rows: sampling probabilities p ~ (sum_t |A|)^alpha over the rows of
-    `advantages` [N, T] (padding entries excluded), and importance weights (N p)^-beta
-    normalised by their max (rows with p = 0 are never drawn; their weight is 0)."""
-    priority = (advantages.abs() * mask).sum(1).pow(alpha)
-    total = priority.sum()
-    probability = priority / total if total > 0 else torch.full_like(priority, 1.0 / len(priority))
-    weights = torch.where(probability > 0, (len(probability) * probability).pow(-beta), torch.zeros_like(probability))
-    return probability, weights / weights.max()
+        if self.owns_vec:
+            self.vec.close()
 
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -692,17 +567,32 @@ def _free_cores(vec) -> int:
 # ---------------------------------------------------------------------------------------
 # 5. Entry points
 # ---------------------------------------------------------------------------------------
-def train(config: PPOConfig, env: str = "cartpole", resume: str | None = None, stop_after: int | None = None,
-          until: Callable[[Trainer], bool] | None = None) -> Trainer:
-    """Train PPO on `env`; returns the (closed) Trainer. `resume`: a run directory to
-    continue from its checkpoint, with its saved env and config (`config` is ignored).
-    `stop_after`: end after that many updates of this call (checkpointing as at the end),
-    as a preempted job would (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked after each update; True ends the
-    run early (benchmarks stop at a target return)."""
+# What a resumed run may change: the budget, where it runs and how it reports. Everything
+# else would make the resumed run a different experiment.
+RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
+                    "wandb_project", "quiet", "checkpoint_interval")
+
+
+def train(config: PPOConfig | None = None, env: Any = None, resume: str | None = None,
+          stop_after: int | None = None, until: Callable[[Trainer], bool] | None = None) -> Trainer:
+    """Train PPO on `env` (see `Trainer`); returns the (closed) Trainer.
+
+    `resume`: a run directory to continue from its checkpoint, with its saved env and
+    config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
+    total_timesteps to extend the run); `env` is needed only when the checkpoint could
+    not name it (a lambda or a vector env instance). `stop_after`: end after that many
+    updates of this call (checkpointing as at the end), as a preempted job would
+    (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked
+    after each update; True ends the run early (benchmarks stop at a target return)."""
     saved = None
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, CHECKPOINT_NAME))
-        env, config = saved["env"], PPOConfig(**saved["config"])
+        env = _saved_env(saved["env"], env, resume)
+        config = resumed_config(saved["config"], config)
+    elif env is None:
+        raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
+    elif config is None:
+        config = PPOConfig.for_env(env)
     trainer = Trainer(env, config, run_dir=resume)
     try:
         if saved is not None:
@@ -713,13 +603,40 @@ def train(config: PPOConfig, env: str = "cartpole", resume: str | None = None, s
     return trainer
 
 
+def resumed_config(saved: dict[str, Any], config: PPOConfig | dict[str, Any] | None) -> PPOConfig:
+    """The saved config with the changes `config` (a PPOConfig, or a dict of overrides)
+    makes; ValueError naming the fields a resumed run may not change."""
+    overrides = dataclasses.asdict(config) if isinstance(config, PPOConfig) else dict(config or {})
+    changed = sorted(name for name, value in overrides.items() if saved.get(name) != value)
+    refused = [name for name in changed if name not in RESUMABLE_FIELDS]
+    if refused:
+        raise ValueError(f"a resumed run keeps its config; these can't change: {refused} "
+                         f"(changeable: {', '.join(RESUMABLE_FIELDS)})")
+    if overrides.get("total_timesteps", saved["total_timesteps"]) < saved["total_timesteps"]:
+        raise ValueError(f"total_timesteps can only grow on resume (the run has {saved['total_timesteps']})")
+    return PPOConfig(**{**saved, **overrides})
+
+
+def _saved_env(spec: str | None, env: Any, path: str) -> Any:
+    """The env of a checkpoint: its saved spec, or `env` when it has none; refuses an
+    `env` other than the saved one."""
+    if spec is None:
+        if env is None:
+            raise ValueError(f"{path}: the checkpoint's env has no importable name (a lambda or a vector env); "
+                             f"pass the env")
+        return env
+    if env is not None and isinstance(env, str) and envs.resolve(env).spec != spec:
+        raise ValueError(f"{path} was trained on {spec!r}, not {env!r}")
+    return spec
+
+
 def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
     config = trainer.config
     os.makedirs(trainer.run_dir, exist_ok=True)
     with open(os.path.join(trainer.run_dir, "seeds.json"), "w") as file:
         json.dump({"run": config.seed, **trainer.seeds}, file, indent=2)
     with open(os.path.join(trainer.run_dir, "config.json"), "w") as file:
-        json.dump({"env": trainer.env_name, **dataclasses.asdict(config)}, file, indent=2)
+        json.dump({"env": trainer.env_spec, **dataclasses.asdict(config)}, file, indent=2)
     metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
                             wandb_project=config.wandb_project or None,
                             resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
@@ -729,7 +646,7 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
     first_update = trainer.update
     try:
         while trainer.update < trainer.num_updates:
-            if trainer.update == first_update or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
+            if trainer.update == first_update:
                 trainer.reset_envs()
             trainer.collect()
             learn_start = time.perf_counter()
@@ -757,30 +674,29 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
         metrics.close()
 
 
-def load_policy(path: str, device: str = "cpu") -> tuple[Policy, dict]:
-    """The policy of a checkpoint file (or a run directory), and the checkpoint."""
-    if os.path.isdir(path):
-        path = os.path.join(path, CHECKPOINT_NAME)
-    state = checkpoint.load(path, map_location=device)
-    config = PPOConfig(**state["config"])
-    probe = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
-                                                         backend="serial"), seed=0)
-    try:
-        policy = Policy(probe.single_observation_space, probe.single_action_space,
-                        getattr(probe, "observation_tree", None), hidden_size=config.hidden_size,
-                        num_layers=config.num_layers, activation=config.activation, lstm=config.lstm,
-                        forget_bias=config.forget_bias).to(device)
-    finally:
-        probe.close()
-    policy.load_state_dict(state["model"])
-    return policy, state
+def _checkpoint_path(path: str) -> str:
+    return os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
+
+
+def saved_env_spec(path: str) -> str | None:
+    """The env a checkpoint (file or run directory) was trained on, as `envs.resolve` takes it."""
+    return checkpoint.load(_checkpoint_path(path))["env"]
+
+
+def make_policy(vec, config: PPOConfig) -> Policy:
+    """The policy `config` describes for the spaces (and observation tree) of `vec`."""
+    return Policy(vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None),
+                  hidden_size=config.hidden_size, num_layers=config.num_layers, activation=config.activation,
+                  lstm=config.lstm, forget_bias=config.forget_bias, shared_trunk=config.shared_trunk or config.lstm)
 
 
 @torch.no_grad()
 def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
-             on_step: Callable[[np.ndarray, float], None] | None = None) -> list[float]:
+             on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
-    one env (every agent row of a multi-agent env counts its own episodes). greedy: the
+    one env (every agent row of a multi-agent env counts its own episodes). `path`: a
+    checkpoint file or its run directory. `env`: needed only when the checkpoint could
+    not name its env; another env than the checkpoint's is refused. greedy: the
     most likely action (or the Gaussian mean) instead of a sample. After `max_steps` env
     steps the episodes still running count as ended there (a greedy policy may never end
     one, e.g. a snake circling forever). `on_step(observation, reward)` sees row 0 at
@@ -788,10 +704,19 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     for name, value in (("episodes", episodes), ("max_steps", max_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    policy, state = load_policy(path)
+    path = _checkpoint_path(path)
+    state = checkpoint.load(path)
     config = PPOConfig(**state["config"])
-    vec = make_vector(state["env"], dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
-                                                       backend="serial"), seed=seed)
+    env = _saved_env(state["env"], env, path)
+    one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
+                                  backend="serial" if config.backend != "threads" else "threads")
+    vec = make_vector(env, one_env, seed=seed)
+    try:
+        policy = make_policy(vec, config)
+        policy.load_state_dict(state["model"])
+    except BaseException:
+        vec.close()
+        raise
     generator = torch.Generator().manual_seed(seed)
     returns: list[float] = []
     try:

@@ -4,6 +4,7 @@ masks, prioritized rows, config and CLI errors, learning, exact resume, LSTM mem
 import dataclasses
 import json
 import os
+import shutil
 import sys
 
 import gymnasium
@@ -79,16 +80,34 @@ def test_gaussian_head_matches_normal_and_clips_to_bounds():
     assert (np.abs(actions.numpy()) > 0.5).any() and np.abs(env_actions).max() <= 0.5
 
 
-def test_policy_initialisation_gains():
-    policy = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=64)
-    hidden = policy.encoder[0].weight
-    # Orthogonal with gain g: W W^T = g^2 I (4 inputs < 64 outputs: columns orthonormal).
-    torch.testing.assert_close(hidden.T @ hidden, 2.0 * torch.eye(4), atol=1e-5, rtol=0)
+@pytest.mark.parametrize("activation, gain", [("tanh", 5 / 3), ("relu", 2 ** 0.5), ("gelu", 2 ** 0.5)])
+def test_policy_initialisation_gains(activation, gain):
+    policy = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=64, activation=activation)
+    for encoder in (policy.encoder, policy.critic_encoder):
+        hidden = encoder[0].weight
+        # Orthogonal with gain g: W^T W = g^2 I (4 inputs < 64 outputs: columns orthonormal).
+        torch.testing.assert_close(hidden.T @ hidden, gain ** 2 * torch.eye(4), atol=1e-5, rtol=0)
+        assert float(encoder[0].bias.detach().abs().max()) == 0
     torch.testing.assert_close(policy.actor.weight @ policy.actor.weight.T, 1e-4 * torch.eye(2), atol=1e-8, rtol=0)
     assert float(policy.critic.weight.detach().norm()) == pytest.approx(1.0, abs=1e-5)
-    assert all(float(layer.bias.detach().abs().max()) == 0 for layer in (policy.encoder[0], policy.actor, policy.critic))
+    assert all(float(layer.bias.detach().abs().max()) == 0 for layer in (policy.actor, policy.critic))
     recurrent = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=8, lstm=True, forget_bias=1.0)
     assert recurrent.lstm.bias_ih[8:16].eq(1.0).all() and recurrent.lstm.bias_ih[:8].eq(0).all()
+    assert recurrent.critic_encoder is None  # the critic reads the LSTM state
+
+
+def test_separate_critic_keeps_the_value_loss_out_of_the_actor():
+    """With the default separate critic, the value loss has no gradient in any actor
+    parameter (so its scale can't drown the policy gradient); a shared trunk mixes them."""
+    space, actions = spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(3)
+    observations = torch.randn(32, 4)
+    for shared, leaks in ((False, False), (True, True)):
+        policy = Policy(space, actions, hidden_size=16, shared_trunk=shared)
+        (policy(observations).value ** 2).mean().backward()
+        actor_grads = [p.grad for p in (*policy.encoder.parameters(), *policy.actor.parameters())]
+        assert any(g is not None and g.abs().sum() > 0 for g in actor_grads) == leaks
+    with pytest.raises(ValueError, match="lstm=True needs shared_trunk=True"):
+        Policy(space, actions, lstm=True, shared_trunk=False)
 
 
 # ---- action masks --------------------------------------------------------------------------
@@ -124,7 +143,7 @@ class MaskedChoice(gymnasium.Env):
         return self._observe(), reward, False, self.steps >= 10, {}
 
 
-def test_action_masks_never_let_an_illegal_action_through(monkeypatch):
+def test_action_masks_never_let_an_illegal_action_through(monkeypatch, tmp_path):
     tree = puffercore.emulation.SpaceTree(MaskedChoice().observation_space)
     assert tree.is_bytes  # float32 and int8 leaves share one byte row
     policy = Policy(tree.flat_space, spaces.Discrete(6), observation_tree=tree, hidden_size=8)
@@ -138,10 +157,9 @@ def test_action_masks_never_let_an_illegal_action_through(monkeypatch):
         actions, _ = policy.sample(out, torch.Generator().manual_seed(0))
     assert masks[np.arange(4096), actions.numpy()].all()
 
-    monkeypatch.setattr(ppo, "_make_gymnasium", lambda env_id: MaskedChoice())
     monkeypatch.setattr(MaskedChoice, "illegal", 0)
-    monkeypatch.setitem(gymnasium.registry, "MaskedChoice-v0", gymnasium.registry["CartPole-v1"])
-    trainer = ppo.train(small_config(total_timesteps=8 * 16 * 3), "gymnasium:MaskedChoice-v0")
+    # A user's env class, passed as it is (serial: the counter lives in this process).
+    trainer = ppo.train(small_config(total_timesteps=8 * 16 * 3, backend="serial", run_dir=str(tmp_path)), MaskedChoice)
     assert trainer.global_step == 8 * 16 * 3
     assert MaskedChoice.illegal == 0
 
@@ -230,9 +248,9 @@ def test_config_errors_are_clear(overrides, message):
 
 def test_env_and_rollout_size_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown env 'pong'"):
-        PPOConfig.for_env("pong")
+        ppo.Trainer("pong", small_config(run_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="unknown gymnasium env id 'Nope-v9'"):
-        PPOConfig.for_env("gymnasium:Nope-v9")
+        ppo.Trainer("gymnasium:Nope-v9", small_config(run_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="unknown PPOConfig fields: \\['lr'\\]"):
         PPOConfig.for_env("cartpole", lr=0.1)
     with pytest.raises(ValueError, match="minibatch_size=4096 exceeds the transitions of one rollout"):
@@ -278,27 +296,65 @@ def test_cartpole_learns(tmp_path):
     assert trainer.global_step == rows[-1]["step"]
 
 
-def test_resume_is_bitwise_identical(tmp_path):
+def test_resume_restores_the_run_and_is_deterministic(tmp_path):
     config = small_config(total_timesteps=8 * 16 * 6, checkpoint_interval=2, lstm=True)
-    whole = ppo.train(dataclasses.replace(config, run_dir=str(tmp_path / "whole")), "memory")
     interrupted_dir = str(tmp_path / "interrupted")
     first = ppo.train(dataclasses.replace(config, run_dir=interrupted_dir), "memory", stop_after=4)
     assert first.update == 4
-    resumed = ppo.train(None, resume=interrupted_dir)
-    assert resumed.update == whole.update == 6 and resumed.global_step == whole.global_step
+    saved = checkpoint.load(os.path.join(interrupted_dir, ppo.CHECKPOINT_NAME))
+    copy_dir = str(tmp_path / "copy")
+    shutil.copytree(interrupted_dir, copy_dir)
 
-    a = checkpoint.load(tmp_path / "whole" / ppo.CHECKPOINT_NAME)
-    b = checkpoint.load(os.path.join(interrupted_dir, ppo.CHECKPOINT_NAME))
-    for name, tensor in a["model"].items():
+    restored = ppo.Trainer("memory", PPOConfig(**saved["config"]), run_dir=str(tmp_path / "probe"))
+    restored.load_state_dict(saved)
+    restored.close()
+    assert restored.update == 4 and restored.global_step == 4 * 8 * 16
+    for name, tensor in restored.policy.state_dict().items():
+        assert torch.equal(tensor, saved["model"][name]), name
+    assert torch.equal(restored.action_rng.get_state(), saved["rng"]["action"])
+
+    resumed = ppo.train(None, resume=interrupted_dir)
+    again = ppo.train(None, resume=copy_dir)
+    assert resumed.update == again.update == 6 and resumed.global_step == 6 * 8 * 16
+    a = checkpoint.load(os.path.join(interrupted_dir, ppo.CHECKPOINT_NAME))
+    b = checkpoint.load(os.path.join(copy_dir, ppo.CHECKPOINT_NAME))
+    for name, tensor in a["model"].items():  # the same checkpoint resumes to the same run
         assert torch.equal(tensor, b["model"][name]), name
-    for key in ("action", "sampling", "torch"):
-        assert torch.equal(a["rng"][key], b["rng"][key])
-    for index, state in a["optimizer"]["state"].items():
-        assert torch.equal(state["exp_avg_sq"], b["optimizer"]["state"][index]["exp_avg_sq"])
     with open(os.path.join(interrupted_dir, "seeds.json")) as file:
         assert json.load(file) == {"run": config.seed, **ppo.named_seeds(config.seed)}
     steps = [row["step"] for row in logger.read_csv(os.path.join(interrupted_dir, "metrics.csv"))]
-    assert steps == sorted(steps) and steps[-1] == whole.global_step
+    assert steps == sorted(steps) and steps[-1] == resumed.global_step
+
+
+def test_resume_takes_safe_overrides_and_names_the_others(tmp_path):
+    run_dir = str(tmp_path / "run")
+    ppo.train(small_config(run_dir=run_dir, backend="serial"), "cartpole")
+    extended = ppo.train({"total_timesteps": 8 * 16 * 6, "quiet": True}, resume=run_dir)
+    assert extended.update == 6 and extended.config.total_timesteps == 8 * 16 * 6
+    with pytest.raises(ValueError, match=r"these can't change: \['learning_rate', 'num_envs'\]"):
+        ppo.train({"learning_rate": 1.0, "num_envs": 4}, resume=run_dir)
+    with pytest.raises(ValueError, match="total_timesteps can only grow"):
+        ppo.train({"total_timesteps": 8}, resume=run_dir)
+    with pytest.raises(ValueError, match="was trained on 'cartpole', not 'snake'"):
+        ppo.train(None, "snake", resume=run_dir)
+    main(["train", "--resume", run_dir, "--total-timesteps", str(8 * 16 * 7), "--quiet"])
+    assert checkpoint.load(os.path.join(run_dir, ppo.CHECKPOINT_NAME))["counters"]["update"] == 7
+
+
+def test_run_result_does_not_depend_on_the_checkpoint_interval(tmp_path):
+    results = []
+    for interval in (1, 0):
+        trainer = ppo.train(small_config(checkpoint_interval=interval, run_dir=str(tmp_path / str(interval)),
+                                         backend="serial"), "cartpole")
+        results.append(trainer.policy.state_dict())
+    for name, tensor in results[0].items():
+        assert torch.equal(tensor, results[1][name]), name
+
+
+def test_total_timesteps_is_met_not_rounded_down(tmp_path):
+    trainer = ppo.train(small_config(total_timesteps=8 * 16 * 2 + 1, run_dir=str(tmp_path), backend="serial"),
+                        "cartpole")
+    assert trainer.global_step == 8 * 16 * 3
 
 
 def test_named_seeds_are_distinct_and_reproducible():

@@ -1,0 +1,140 @@
+"""What a trainer accepts as an env, and how it becomes a vector env.
+
+    source = resolve("cartpole")              # an ocean env by name
+    source = resolve("gymnasium:Acrobot-v1")  # a gymnasium id (a bare registered id works too)
+    source = resolve("my_envs:Guess")         # module:attribute, imported
+    source = resolve(MyEnv)                   # a class or creator: native or Python
+    source = resolve(vec)                     # a vector env made by puffercore.vector.make
+    vec = make_vector(source, backend="auto", num_envs=8, seed=0)
+
+There is no registry: names are a short table of the ocean envs, everything else is
+imported or made by gymnasium. `EnvSource.spec` is the string that makes the env again
+(saved in checkpoints, so `eval` and `--resume` need no env argument); it is None for
+objects that have no importable name (a lambda, a vector env instance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from typing import Any, Callable
+
+import gymnasium
+
+OCEAN_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory",
+              "connect4": "Connect4", "azul": "Azul"}
+GYMNASIUM_PREFIX = "gymnasium:"
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSource:
+    name: str  # for run directories and console titles
+    spec: str | None  # makes the env again (resolve(spec)); None: not nameable
+    creator: Callable[..., Any] | None  # a NativeEnv subclass or a Python env creator
+    native: bool  # creator is a NativeEnv subclass (vectorized in C; the threads backend)
+    vector: Any = None  # a vector env the caller made (and owns)
+
+
+def resolve(env: Any) -> EnvSource:
+    """The EnvSource of `env`; ValueError/TypeError naming what was expected."""
+    if isinstance(env, EnvSource):
+        return env
+    if isinstance(env, str):
+        return _resolve_name(env)
+    if hasattr(env, "recv") and hasattr(env, "send") and hasattr(env, "single_observation_space"):
+        return EnvSource(name=type(env).__name__.lower(), spec=None, creator=None, native=False, vector=env)
+    if _is_env_instance(env):
+        raise TypeError(
+            f"env must be an env class, a creator (a function returning a new env), a name or a vector env "
+            f"made by puffercore.vector.make; got an env instance of {type(env).__name__}: the trainer makes "
+            f"num_envs envs itself, so pass {type(env).__name__} (the class) or a lambda that makes one")
+    if not callable(env):
+        raise TypeError(f"env must be a name, an env class, a creator or a vector env, got {env!r}")
+    return EnvSource(name=getattr(env, "__name__", type(env).__name__).lower(), spec=_importable_name(env),
+                     creator=env, native=_is_native_class(env))
+
+
+def make_vector(source: EnvSource, backend: str = "auto", num_envs: int = 8, num_workers: int | None = None,
+                batch_size: int | None = None, seed: int = 0):
+    """A vector env of `num_envs` sub-envs of `source` on `backend` ("auto": threads for
+    native envs, processes for Python envs). A source that already is a vector env is
+    returned as it is."""
+    import puffercore.vector
+
+    if source.vector is not None:
+        return source.vector
+    if backend == "auto":
+        backend = "threads" if source.native else "processes"
+    if backend not in puffercore.vector.BACKENDS:
+        raise ValueError(f"backend must be one of {['auto', *sorted(puffercore.vector.BACKENDS)]}, got {backend!r}")
+    if not source.native:
+        if backend == "threads":
+            raise ValueError(f"env {source.name!r} is a Python env; the threads backend steps native envs only "
+                             f"(use serial or processes)")
+        return puffercore.vector.make(source.creator, num_envs, backend=backend, num_workers=num_workers,
+                                      batch_size=batch_size, seed=seed)
+    if backend == "threads":
+        return puffercore.vector.make(source.creator, num_envs, backend="threads", num_workers=num_workers,
+                                      batch_size=batch_size, seed=seed)
+    # serial/processes: each creator env is a block of sub-envs, one block per batch.
+    blocks = num_envs // (batch_size or num_envs)
+    creator = functools.partial(source.creator, num_envs=num_envs // blocks)
+    return puffercore.vector.make(creator, blocks, backend=backend, num_workers=num_workers,
+                                  batch_size=1 if blocks > 1 else None, seed=seed)
+
+
+def _resolve_name(name: str) -> EnvSource:
+    if name in OCEAN_ENVS:
+        from puffercore import ocean
+
+        return EnvSource(name=name, spec=name, creator=getattr(ocean, OCEAN_ENVS[name]), native=True)
+    env_id = name[len(GYMNASIUM_PREFIX):] if name.startswith(GYMNASIUM_PREFIX) else name
+    if env_id in gymnasium.registry:
+        return EnvSource(name=f"{GYMNASIUM_PREFIX}{env_id}", spec=f"{GYMNASIUM_PREFIX}{env_id}",
+                         creator=functools.partial(gymnasium.make, env_id), native=False)
+    if name.startswith(GYMNASIUM_PREFIX):
+        raise ValueError(f"unknown gymnasium env id {env_id!r} in env={name!r}")
+    if ":" in name:
+        return dataclasses.replace(resolve(_import_attribute(name)), name=name, spec=name)
+    raise ValueError(
+        f"unknown env {name!r}; expected an ocean env ({', '.join(sorted(OCEAN_ENVS))}), a gymnasium id "
+        f"(e.g. Acrobot-v1 or {GYMNASIUM_PREFIX}Acrobot-v1) or module:attribute (e.g. my_envs:MyEnv)")
+
+
+def _import_attribute(name: str) -> Any:
+    module_name, _, attribute = name.partition(":")
+    try:
+        target = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"env {name!r}: cannot import module {module_name!r} ({error})") from None
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"env {name!r}: module {module_name!r} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    return target
+
+
+def _importable_name(creator: Callable) -> str | None:
+    """module:qualname when importing it gives `creator` back (not for lambdas, closures
+    or partials)."""
+    module, qualname = getattr(creator, "__module__", None), getattr(creator, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    try:
+        return f"{module}:{qualname}" if _import_attribute(f"{module}:{qualname}") is creator else None
+    except ValueError:
+        return None
+
+
+def _is_native_class(creator: Any) -> bool:
+    from puffercore.ocean.native import NativeEnv
+
+    return isinstance(creator, type) and issubclass(creator, NativeEnv)
+
+
+def _is_env_instance(env: Any) -> bool:
+    from puffercore.env import PufferEnv
+
+    return isinstance(env, (gymnasium.Env, PufferEnv)) or (
+        hasattr(env, "step") and hasattr(env, "reset") and not isinstance(env, type))
