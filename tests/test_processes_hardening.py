@@ -139,3 +139,27 @@ def test_timeout_argument_is_checked():
             puffercore.vector.make(CountingEnv, 2, backend="processes", timeout=bad)
     with pytest.raises(ValueError, match="timeout is an option of the processes backend only"):
         puffercore.vector.make(CountingEnv, 2, backend="serial", timeout=1.0)
+
+
+def test_lambdas_and_closures_reach_spawned_workers():
+    import gymnasium
+
+    vec = puffercore.vector.make(lambda: gymnasium.make("CartPole-v1"), num_envs=2, backend="processes")
+    try:
+        obs, _ = vec.reset(seed=0)
+        assert obs.shape == (2, 4) and vec.step(np.zeros(2, dtype=np.int64))[0].shape == (2, 4)
+    finally:
+        vec.close()
+
+    episode_length = 2  # reaches the workers only inside the closure
+
+    def counting(buffers=None):
+        return CountingEnv(episode_length=episode_length, buffers=buffers)
+
+    vec = puffercore.vector.make(counting, num_envs=2, backend="processes", num_workers=2)
+    try:
+        vec.reset(seed=0)
+        vec.step(np.zeros(2, dtype=np.int64))
+        assert vec.step(np.zeros(2, dtype=np.int64))[4]["episode_length"] == episode_length
+    finally:
+        vec.close()

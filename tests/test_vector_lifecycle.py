@@ -120,8 +120,15 @@ def test_bad_process_arguments():
 
 
 def test_unpicklable_creator_under_spawn_is_named_and_leaks_nothing(our_segments):
-    with pytest.raises(TypeError, match="env_creator and its kwargs must be picklable for start_method='spawn'"):
-        puffercore.vector.make(lambda buffers=None: CountingEnv(buffers=buffers), 2, backend="processes")
+    lock = threading.Lock()
+
+    def creator(buffers=None):
+        with lock:
+            return CountingEnv(buffers=buffers)
+
+    with pytest.raises(TypeError, match=r"env_creator and its kwargs must be picklable \(by cloudpickle\) for "
+                                        r"start_method='spawn'(.|\n)*lock"):
+        puffercore.vector.make(creator, 2, backend="processes")
     assert not our_segments.leaked()
 
 

@@ -29,6 +29,7 @@ import traceback
 import weakref
 from multiprocessing import reduction
 
+import cloudpickle
 import numpy as np
 
 from puffercore._engine import SharedWords
@@ -73,6 +74,21 @@ def _buffer_layout(num_agents: int, observation_space, action_space) -> tuple[di
         layout[field.name] = (offset, shape, array.dtype.str)
         offset += -(-int(np.prod(shape)) * array.dtype.itemsize // 64) * 64
     return layout, offset
+
+
+class _CloudPickled:
+    """A value on its way to a worker, pickled with cloudpickle: spawn and forkserver
+    then take lambdas and closures (`lambda: gymnasium.make(...)`) as well as what plain
+    pickle takes by name; fork passes it as is."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __getstate__(self):
+        return cloudpickle.dumps(self.value)
+
+    def __setstate__(self, payload):
+        self.value = pickle.loads(payload)
 
 
 class _SegmentFd:
@@ -135,7 +151,7 @@ def _worker_main(worker: int, config: dict, connection) -> None:
     try:
         for j in range(envs_per_worker):
             rows = (first_env + j) * rows_per_env
-            env = config["factory"](buffers.rows(rows, rows + rows_per_env))
+            env = config["factory"].value(buffers.rows(rows, rows + rows_per_env))
             env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
             envs.append(env)
         steppers = [stepper(env) for env in envs]
@@ -183,9 +199,13 @@ class Processes(VectorEnv):
     """Vector env over worker processes; see the module docstring for the protocol.
 
     The creator and its kwargs travel to the workers: under the default "spawn" start
-    method they must be picklable (a module-level function, class or functools.partial;
-    not a lambda). "fork" takes anything but inherits the caller's threads' locks, the
-    documented source of hangs with torch or CUDA initialised; "forkserver" is between."""
+    method (and "forkserver") cloudpickle must be able to pickle them, as it does
+    lambdas, closures and local classes (they then must not hold locks, open files or
+    sockets). "fork" takes anything but inherits the caller's threads' locks, the
+    documented source of hangs with torch or CUDA initialised.
+
+    `timeout` (seconds, None: off): a worker that takes longer over a step or reset
+    makes the call waiting for it raise TimeoutError; see puffercore.vector.make."""
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
                  start_method=None, timeout=None, **env_kwargs):
@@ -244,7 +264,7 @@ class Processes(VectorEnv):
             self._completed = num_words - 1
             config = dict(
                 spin_seconds=self._spin_seconds,
-                factory=factory, segment=_SegmentFd(fd), segment_size=segment_size, layout=layout,
+                factory=_CloudPickled(factory), segment=_SegmentFd(fd), segment_size=segment_size, layout=layout,
                 words_offset=words_offset, num_words=num_words, envs_per_worker=envs_per_worker,
                 rows_per_env=rows_per_env, sub_envs_per_env=sub_envs_per_env,
             )
@@ -277,9 +297,8 @@ class Processes(VectorEnv):
                     process.start()
                 except (pickle.PicklingError, AttributeError, TypeError) as error:
                     raise TypeError(
-                        f"env_creator and its kwargs must be picklable for start_method={context.get_start_method()!r} "
-                        "(a module-level function or class, or functools.partial of one; not a lambda or a "
-                        f"local function), or use start_method='fork': {error}"
+                        f"env_creator and its kwargs must be picklable (by cloudpickle) for start_method="
+                        f"{context.get_start_method()!r}, or use start_method='fork': {error}"
                     ) from error
                 child_end.close()
                 self._connections.append(parent_end)
