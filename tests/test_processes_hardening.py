@@ -163,3 +163,19 @@ def test_lambdas_and_closures_reach_spawned_workers():
         assert vec.step(np.zeros(2, dtype=np.int64))[4]["episode_length"] == episode_length
     finally:
         vec.close()
+
+
+@pytest.mark.parametrize("how, status", [
+    (lambda: os._exit(3), r"exit code 3$"),
+    (lambda: os.kill(os.getpid(), signal.SIGKILL), r"exit code -9 \(killed by signal 9: Killed\)$"),
+])
+def test_worker_dying_while_building_its_envs_reports_how(how, status):
+    caller = os.getpid()
+
+    def creator(buffers=None):
+        if os.getpid() != caller:  # in the workers only, after the probe in the caller
+            how()
+        return CountingEnv(buffers=buffers)
+
+    with pytest.raises(RuntimeError, match=r"^worker \d \(pid \d+\) died with " + status):
+        puffercore.vector.make(creator, 2, backend="processes", num_workers=2)

@@ -24,6 +24,7 @@ import mmap
 import multiprocessing
 import os
 import pickle
+import signal
 import time
 import traceback
 import weakref
@@ -318,13 +319,13 @@ class Processes(VectorEnv):
         while not connection.poll(LIVENESS_PERIOD):
             # A worker may send its last words and exit between the poll and this check.
             if not process.is_alive() and not connection.poll():
-                raise RuntimeError(f"worker {worker} (pid {process.pid}) died with exit code {process.exitcode}")
+                raise RuntimeError(f"worker {worker} (pid {process.pid}) died with {_exit_status(process)}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
         try:
             return connection.recv()
         except EOFError:
-            raise RuntimeError(f"worker {worker} (pid {process.pid}) closed its pipe; exit code {process.exitcode}")
+            raise RuntimeError(f"worker {worker} (pid {process.pid}) died with {_exit_status(process)}") from None
 
     def _command(self, workers, command: int, seed: int | None = None) -> None:
         for worker in workers:
@@ -377,9 +378,9 @@ class Processes(VectorEnv):
             if not self._processes[worker].is_alive():
                 self._in_flight.clear()
                 self._fail(f"worker {worker} died")
+                process = self._processes[worker]
                 raise RuntimeError(
-                    f"worker {worker} (pid {self._processes[worker].pid}) died with exit code "
-                    f"{self._processes[worker].exitcode} while stepping its envs"
+                    f"worker {worker} (pid {process.pid}) died with {_exit_status(process)} while stepping its envs"
                 )
         if self._timeout is None:
             return None
@@ -478,6 +479,18 @@ class Processes(VectorEnv):
     def close(self) -> None:
         self._closed = True
         self._finalizer()
+
+
+def _exit_status(process) -> str:
+    """How a dead worker ended. One whose pipe has just closed may not be reaped yet:
+    wait a moment for its exit code rather than report None."""
+    process.join(timeout=1.0)
+    code = process.exitcode
+    if code is None:
+        return "no exit code yet (its pipe closed, the process is still running)"
+    if code < 0:
+        return f"exit code {code} (killed by signal {-code}: {signal.strsignal(-code)})"
+    return f"exit code {code}"
 
 
 def _shutdown(processes, connections, words, timed_out) -> None:

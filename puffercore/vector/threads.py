@@ -30,6 +30,8 @@ SPIN_NANOSECONDS = 100_000
 class Threads(VectorEnv):
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
                  thread_affinity=False, **env_kwargs):
+        # Errors name batch_size only if the caller set it (it defaults to num_envs).
+        batching = "num_envs" if batch_size is None else "batch_size"
         num_envs, batch_size = check_batching(num_envs, batch_size)
         if num_workers is None:
             # One per core, or fewer so that a batch splits evenly among them.
@@ -39,8 +41,8 @@ class Threads(VectorEnv):
         num_batches = num_envs // batch_size
         if batch_size % num_workers:
             raise ValueError(
-                f"num_envs={num_envs} must split into num_workers * (num_envs / batch_size) = "
-                f"{num_workers * num_batches} equal units (num_workers={num_workers}, batch_size={batch_size})"
+                f"num_workers must divide {batching}={batch_size} (each worker steps an equal share of "
+                f"every batch), got {num_workers}"
             )
         num_units = num_workers * num_batches
         cpus = _affinity(thread_affinity)
