@@ -196,6 +196,15 @@ class Policy(nn.Module):
     def hidden_size(self) -> int:
         return self.actor.in_features
 
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters by the loss that trains them, for per-group gradient clipping: actor
+        and critic apart, or one group when they share a trunk."""
+        if self.critic_encoder is None:
+            return {"": list(self.parameters())}
+        critic = [*self.critic_encoder.parameters(), *self.critic.parameters()]
+        critic_ids = {id(parameter) for parameter in critic}
+        return {"actor": [p for p in self.parameters() if id(p) not in critic_ids], "critic": critic}
+
     def initial_state(self, batch: int, device) -> tuple[torch.Tensor, torch.Tensor] | None:
         if self.lstm is None:
             return None

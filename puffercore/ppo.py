@@ -81,7 +81,7 @@ class PPOConfig:
     clip_vloss: bool = _option(True, "train", "clip the value loss around the old values")
     ent_coef: float = _option(0.01, "train", "entropy bonus")
     vf_coef: float = _option(0.5, "train", "value loss weight")
-    max_grad_norm: float = _option(0.5, "train", "global gradient norm clip")
+    max_grad_norm: float = _option(0.5, "train", "gradient norm clip, of actor and critic apart (of all with a shared trunk)")
     target_kl: float = _option(0.0, "train", "stop the update when approx KL exceeds it; 0: never")
     prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
     prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
@@ -213,6 +213,9 @@ class Trainer:
         torch.set_num_threads(config.torch_threads or _free_cores(vec))
         torch.manual_seed(self.seeds["torch"])  # weight init
         self.policy = make_policy(vec, config).to(self.device)
+        # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
+        # shrink the actor's to nothing under one global norm.
+        self.parameter_groups = self.policy.parameter_groups()
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5)
         self.action_rng = torch.Generator(self.device).manual_seed(self.seeds["torch"])
         self.sampling_rng = torch.Generator().manual_seed(self.seeds["sampling"])
@@ -420,7 +423,9 @@ class Trainer:
                 losses = self._minibatch_loss(minibatch, by_rows, weights)
                 self.optimizer.zero_grad()
                 losses["loss"].backward()
-                stats["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm))
+                for group, parameters in self.parameter_groups.items():
+                    norm = torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
+                    stats["grad_norm" + (group and "_" + group)] += float(norm)
                 self.optimizer.step()
                 for key, value in losses.items():
                     stats[key] += float(value.detach())

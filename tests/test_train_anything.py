@@ -1,0 +1,158 @@
+"""PPO takes whatever a user brings: ocean names, gymnasium ids, module:attribute, env
+classes and creators, vector envs; the CLI's --config and the preset envs with opponents."""
+
+import json
+import os
+import sys
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+import puffercore.vector
+from puffercore import checkpoint, envs, logger, ppo
+from puffercore.__main__ import main
+from puffercore.ocean import CartPole
+from puffercore.ppo import PPOConfig
+
+SMALL = dict(num_envs=8, horizon=16, minibatch_size=64, update_epochs=2, hidden_size=16,
+             total_timesteps=8 * 16 * 2, quiet=True, tensorboard=False)
+GUESS_MODULE = '''
+import gymnasium
+import numpy as np
+
+
+class Guess(gymnasium.Env):
+    """Say the hidden bit shown in the observation: reward 1 when right, 10 steps."""
+
+    observation_space = gymnasium.spaces.Box(0, 1, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self._observe(), {}
+
+    def _observe(self):
+        self.bit = int(self.np_random.integers(2))
+        return np.eye(2, dtype=np.float32)[self.bit]
+
+    def step(self, action):
+        reward = float(action == self.bit)
+        self.steps += 1
+        return self._observe(), reward, False, self.steps >= 10, {}
+'''
+
+
+@pytest.fixture
+def guess_module(tmp_path, monkeypatch):
+    """A user's env module `guess_envs` on sys.path (no package, no registration)."""
+    (tmp_path / "guess_envs.py").write_text(GUESS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "guess_envs", raising=False)
+    return tmp_path
+
+
+def test_resolve_names_classes_creators_and_vectors(guess_module):
+    cartpole = envs.resolve("cartpole")
+    assert cartpole.native and cartpole.creator is CartPole and cartpole.spec == "cartpole"
+    for name in ("Acrobot-v1", "gymnasium:Acrobot-v1"):
+        source = envs.resolve(name)
+        assert not source.native and source.spec == "gymnasium:Acrobot-v1"
+    imported = envs.resolve("guess_envs:Guess")
+    assert imported.spec == "guess_envs:Guess" and not imported.native
+    import guess_envs
+
+    assert envs.resolve(guess_envs.Guess).spec == "guess_envs:Guess"  # a class names itself
+    assert envs.resolve(CartPole).native
+    assert envs.resolve(lambda: gymnasium.make("CartPole-v1")).spec is None  # a lambda can't be named
+    vec = puffercore.vector.make(CartPole, 2, backend="serial")
+    assert envs.resolve(vec).vector is vec
+    vec.close()
+
+
+@pytest.mark.parametrize("env, error, message", [
+    ("pong", ValueError, "unknown env 'pong'; expected an ocean env"),
+    ("gymnasium:Nope-v9", ValueError, "unknown gymnasium env id 'Nope-v9'"),
+    ("no_such_module_xyz:Env", ValueError, "cannot import module 'no_such_module_xyz'"),
+    ("json:NoSuchEnv", ValueError, "module 'json' has no attribute 'NoSuchEnv'"),
+    (42, TypeError, "env must be a name, an env class, a creator or a vector env"),
+])
+def test_resolve_errors_name_what_was_expected(env, error, message):
+    with pytest.raises(error, match=message):
+        envs.resolve(env)
+
+
+def test_an_env_instance_is_refused_with_what_to_pass_instead():
+    with pytest.raises(TypeError, match="got an env instance of TimeLimit.*pass TimeLimit \\(the class\\) or a lambda"):
+        envs.resolve(gymnasium.make("CartPole-v1"))
+    with pytest.raises(TypeError, match="got an env instance of CartPole"):
+        ppo.Trainer(CartPole(num_envs=2), PPOConfig(**SMALL))
+
+
+def test_trains_a_user_class_a_creator_and_a_vector_env(tmp_path, guess_module):
+    import guess_envs
+
+    trainer = ppo.train(PPOConfig(**SMALL, backend="serial", run_dir=str(tmp_path / "class")), guess_envs.Guess)
+    assert trainer.global_step == 8 * 16 * 2 and trainer.env_spec == "guess_envs:Guess"
+    returns = ppo.evaluate(str(tmp_path / "class"), episodes=2)  # the env comes from the checkpoint
+    assert len(returns) == 2
+
+    creator_dir = str(tmp_path / "creator")
+    ppo.train(PPOConfig(**SMALL, backend="serial", run_dir=creator_dir), lambda: guess_envs.Guess())
+    with pytest.raises(ValueError, match="has no importable name.*pass the env"):
+        ppo.evaluate(creator_dir, episodes=1)
+    assert len(ppo.evaluate(creator_dir, episodes=1, env=guess_envs.Guess)) == 1
+
+    vec = puffercore.vector.make(CartPole, 8, backend="serial", seed=3)
+    trainer = ppo.train(PPOConfig(**SMALL, run_dir=str(tmp_path / "vec")), vec)
+    assert trainer.vec is vec and trainer.global_step == 8 * 16 * 2
+    obs, _ = vec.reset()  # the caller's vector env is still open
+    assert obs.shape == (8, 4)
+    vec.close()
+
+
+def test_cli_trains_module_attribute_and_config_files(tmp_path, guess_module, capsys):
+    run_dir = str(tmp_path / "run")
+    main(["train", "guess_envs:Guess", "--vec.backend", "serial", "--total-timesteps", "256", "--vec.num-envs", "8",
+          "--train.horizon", "16", "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false",
+          "--run-dir", run_dir])
+    with open(os.path.join(run_dir, "config.json")) as file:
+        saved = json.load(file)
+    assert saved["env"] == "guess_envs:Guess" and saved["horizon"] == 16
+    main(["eval", "--checkpoint", run_dir, "--episodes", "2"])
+    assert "2 episodes, mean return" in capsys.readouterr().out
+
+    # A run's config.json trains again (its env included); flags override the file.
+    again = str(tmp_path / "again")
+    main(["train", "--config", os.path.join(run_dir, "config.json"), "--run-dir", again, "--train.horizon", "8"])
+    with open(os.path.join(again, "config.json")) as file:
+        assert json.load(file) == {**saved, "run_dir": again, "horizon": 8}
+
+    toml = tmp_path / "config.toml"
+    toml.write_text('env = "cartpole"\nnum_envs = 8\nhorizon = 16\nminibatch_size = 64\ntotal_timesteps = 128\n'
+                    f'quiet = true\ntensorboard = false\nrun_dir = "{tmp_path / "toml"}"\nbackend = "serial"\n')
+    main(["train", "--config", str(toml)])
+    assert checkpoint.load(tmp_path / "toml" / ppo.CHECKPOINT_NAME)["env"] == "cartpole"
+
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SystemExit):
+        main(["train", "--config", str(tmp_path / "bad.json")])
+    assert "bad.json: not valid JSON" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["eval", "cartpole", "--checkpoint", run_dir])
+    assert "was trained on 'guess_envs:Guess', not 'cartpole'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env", ["connect4", "azul"])
+def test_board_game_presets_train_against_their_opponents(tmp_path, env):
+    config = PPOConfig.for_env(env, **{**SMALL, "total_timesteps": 8 * 16 * 3}, run_dir=str(tmp_path),
+                               log_interval=0.0)
+    trainer = ppo.train(config, env)
+    assert trainer.global_step == 8 * 16 * 3 and trainer.policy.mask_leaf is not None
+    rows = logger.read_csv(tmp_path / "metrics.csv")
+    assert any("win_rate" in row for row in rows)
+    # Illegal moves raise in these envs: training through the mask never made one.
+    assert all(row.get("illegal_move_rate", 0.0) == 0.0 for row in rows)
+    assert np.isfinite(trainer.losses["loss/loss"]) and torch.isfinite(trainer.rollout["value"]).all()
