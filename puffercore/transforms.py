@@ -1,0 +1,190 @@
+"""Normalization of a vector env's observations and rewards, in place on its buffers.
+
+    vec = Normalize(puffercore.vector.make(...), observations=True, rewards=True, gamma=0.99)
+    obs, info = vec.reset()                      # normalized, statistics updated
+    obs, rew, term, trunc, info = vec.step(actions)
+    vec.freeze()                                 # evaluation: statistics fixed
+    state = vec.state_dict(); other.load_state_dict(state)
+
+`Normalize` wraps any puffercore vector env (every backend, sync and staggered) and
+keeps its API: `step`/`recv` return the env's own views, normalized in place, and the
+final observations of the rows a batch ended are normalized with the same statistics
+(a truncated episode bootstraps V(final observation), which must see what the policy
+sees). Infos are untouched, so episode returns stay in the env's units.
+
+- Observations (as gymnasium's NormalizeObservation): running mean and variance over the
+  live rows of every batch, float64 accumulators, then (obs - mean) / sqrt(var + eps),
+  clipped to [-clip, clip].
+- Rewards (as gymnasium's NormalizeReward): each row keeps a discounted return
+  G = gamma * G + r, whose running variance scales the rewards (divided by its std,
+  then clipped); G restarts after an episode ends, by termination or truncation.
+  gymnasium's vector wrapper computes G = gamma * (1 - terminated) * G + r, so on a
+  terminal step its G is the reward alone; here it is the episode's discounted return
+  like on every other step. Without terminations both give the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class RunningMeanStd:
+    """Mean and variance of everything `update` saw (Chan et al.'s parallel update), in
+    float64, starting from one pseudo-sample at mean 0, variance 1 as gymnasium's does."""
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = epsilon
+
+    def update(self, batch: np.ndarray) -> None:
+        if len(batch) == 0:
+            return
+        batch_mean, batch_var, batch_count = batch.mean(0, dtype=np.float64), batch.var(0, dtype=np.float64), len(batch)
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        self.var = (self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total) / total
+        self.count = total
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.mean = np.array(state["mean"], np.float64).reshape(self.mean.shape)
+        self.var = np.array(state["var"], np.float64).reshape(self.var.shape)
+        self.count = float(state["count"])
+
+
+class Normalize:
+    """A vector env whose observations and/or rewards are normalized (see the module
+    docstring). Attributes other than the stepping API are the wrapped env's."""
+
+    def __init__(self, vec, observations: bool = True, rewards: bool = True, gamma: float = 0.99,
+                 clip_observations: float | None = 10.0, clip_rewards: float | None = 10.0, epsilon: float = 1e-8):
+        if not (observations or rewards):
+            raise ValueError("Normalize needs observations=True or rewards=True")
+        if observations and vec.single_observation_space.dtype != np.float32:
+            raise ValueError(f"observation normalization needs float32 observations, got "
+                             f"{vec.single_observation_space.dtype} (byte rows of a structured space or images)")
+        if observations and getattr(vec, "observation_tree", None) is not None and vec.observation_tree.is_bytes:
+            raise ValueError("observation normalization needs one float32 row; this env packs mixed dtypes as bytes")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
+        for name, clip in (("clip_observations", clip_observations), ("clip_rewards", clip_rewards)):
+            if clip is not None and not clip > 0:
+                raise ValueError(f"{name} must be positive or None, got {clip!r}")
+        self.vec, self.gamma, self.epsilon = vec, gamma, epsilon
+        self.clip_observations, self.clip_rewards = clip_observations, clip_rewards
+        self.observation_stats = RunningMeanStd(vec.single_observation_space.shape) if observations else None
+        self.return_stats = RunningMeanStd() if rewards else None
+        self.discounted_returns = np.zeros(vec.num_agents, np.float64)
+        self.frozen = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.vec, name)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """Stop (or resume) updating the statistics, e.g. for evaluation."""
+        self.frozen = frozen
+
+    # ---- the stepping API ------------------------------------------------------------
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        observations, info = self.vec.reset(seed=seed, options=options)
+        self.discounted_returns[:] = 0.0
+        self._observations(observations, self.vec.masks)
+        return observations, info
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self.vec.async_reset(seed=seed, options=options)
+        self.discounted_returns[:] = 0.0
+
+    def step(self, actions):
+        observations, rewards, terminals, truncations, info = self.vec.step(actions)
+        self._transform(slice(None), observations, rewards, terminals, truncations, self.vec.masks)
+        return observations, rewards, terminals, truncations, info
+
+    def recv(self):
+        batch = self.vec.recv()
+        observations, rewards, terminals, truncations, _, env_ids, masks = batch
+        self._transform(self._batch_rows(env_ids, len(observations)), observations, rewards, terminals, truncations,
+                        masks)
+        return batch
+
+    def send(self, actions) -> None:
+        self.vec.send(actions)
+
+    def close(self) -> None:
+        self.vec.close()
+
+    # ---- state -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The statistics (not the rows' running returns, which restart with the envs)."""
+        state: dict[str, Any] = {}
+        if self.observation_stats is not None:
+            state["observations"] = self.observation_stats.state_dict()
+        if self.return_stats is not None:
+            state["returns"] = self.return_stats.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, stats in (("observations", self.observation_stats), ("returns", self.return_stats)):
+            if (stats is None) != (name not in state):
+                raise ValueError(f"normalization state {'has' if name in state else 'lacks'} {name} statistics "
+                                 f"and this Normalize {'does not use' if stats is None else 'needs'} them")
+            if stats is not None:
+                stats.load_state_dict(state[name])
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars worth logging: the reward scale and the observation statistics' spread."""
+        scalars = {}
+        if self.return_stats is not None:
+            scalars["normalize/return_std"] = float(np.sqrt(self.return_stats.var + self.epsilon))
+        if self.observation_stats is not None:
+            scalars["normalize/observation_std_mean"] = float(np.sqrt(self.observation_stats.var).mean())
+        return scalars
+
+    # ---- the transforms --------------------------------------------------------------
+    @staticmethod
+    def _batch_rows(env_ids: np.ndarray, count: int):
+        """Rows of a recv batch of `count` rows: every env id owns count // len(env_ids)."""
+        per_env = count // len(env_ids)
+        first, last = int(env_ids[0]), int(env_ids[-1])
+        if last - first + 1 == len(env_ids):
+            return slice(first * per_env, (last + 1) * per_env)
+        return (np.asarray(env_ids)[:, None] * per_env + np.arange(per_env)).ravel()
+
+    def _transform(self, rows, observations, rewards, terminals, truncations, masks) -> None:
+        ended = terminals | truncations
+        if self.observation_stats is not None:
+            self._observations(observations, masks)
+            if ended.any():  # their final observations, with the same statistics
+                ended_rows = np.arange(self.vec.num_agents)[rows][ended]
+                finals = self.vec.final_observations[ended_rows]
+                self._normalize(finals)
+                self.vec.final_observations[ended_rows] = finals
+        if self.return_stats is not None:
+            returns = self.discounted_returns[rows] * self.gamma + rewards
+            if not self.frozen:
+                self.return_stats.update(returns[masks])
+            self.discounted_returns[rows] = np.where(ended, 0.0, returns)
+            normalized = rewards / np.sqrt(self.return_stats.var + self.epsilon)
+            if self.clip_rewards is not None:
+                np.clip(normalized, -self.clip_rewards, self.clip_rewards, out=normalized)
+            rewards[...] = normalized
+
+    def _observations(self, observations: np.ndarray, masks: np.ndarray) -> None:
+        if self.observation_stats is None:
+            return
+        if not self.frozen:
+            self.observation_stats.update(observations[masks])
+        self._normalize(observations)
+
+    def _normalize(self, observations: np.ndarray) -> None:
+        stats = self.observation_stats
+        normalized = (observations - stats.mean) / np.sqrt(stats.var + self.epsilon)
+        if self.clip_observations is not None:
+            np.clip(normalized, -self.clip_observations, self.clip_observations, out=normalized)
+        observations[...] = normalized

@@ -1,0 +1,185 @@
+"""Observation and reward normalization: the same numbers as gymnasium's vector wrappers
+on the same data, in place on every backend (staggered batches too), final
+observations normalized with the batch's statistics, frozen and restored state, and PPO
+checkpoints carrying it."""
+
+import dataclasses
+import os
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+import puffercore.vector
+from puffercore import checkpoint, ppo
+from puffercore.ocean import CartPole
+from puffercore.transforms import Normalize, RunningMeanStd
+
+
+class Replay(gymnasium.vector.VectorEnv):
+    """A gymnasium vector env that replays recorded batches (recorded with same-step
+    autoreset), so gymnasium's wrappers see exactly the data puffercore's vector env
+    produced. `mode`: the autoreset mode declared to the wrapper (its observation
+    wrapper refuses SAME_STEP, and only its reward wrapper reads the mode)."""
+
+    def __init__(self, first_observations, steps, mode):
+        self.metadata = {"autoreset_mode": mode}
+        self.num_envs = len(first_observations)
+        self.single_observation_space = gymnasium.spaces.Box(-np.inf, np.inf, first_observations.shape[1:], np.float32)
+        self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, self.num_envs)
+        self.single_action_space = self.action_space = gymnasium.spaces.Box(-1, 1, (self.num_envs,))
+        self.first, self.steps = first_observations, iter(steps)
+
+    def reset(self, seed=None, options=None):
+        return self.first.copy(), {}
+
+    def step(self, actions):
+        return next(self.steps)
+
+
+def record(vec, actions):
+    first, _ = vec.reset(seed=3)
+    first = first.copy()
+    steps = []
+    for action in actions:
+        obs, rewards, terminals, truncations, _ = vec.step(action)
+        steps.append((obs.copy(), rewards.astype(np.float64), terminals.copy(), truncations.copy(), {}))
+    return first, steps
+
+
+def pendulums(num_envs=4, backend="serial"):
+    return puffercore.vector.make(lambda: gymnasium.make("Pendulum-v1"), num_envs, backend=backend, seed=3)
+
+
+def test_same_numbers_as_gymnasium_wrappers_on_the_same_data():
+    """Pendulum: episodes end by truncation only (200 steps), where both define the
+    discounted return alike; 450 steps cross two episode ends."""
+    actions = np.random.default_rng(0).uniform(-2, 2, (450, 4, 1)).astype(np.float32)
+    raw = pendulums()
+    first, steps = record(raw, actions)
+    raw.close()
+    assert any(step[3].any() for step in steps) and not any(step[2].any() for step in steps)
+
+    modes = gymnasium.vector.AutoresetMode
+    observation_reference = gymnasium.wrappers.vector.NormalizeObservation(Replay(first, steps, modes.NEXT_STEP))
+    reward_reference = gymnasium.wrappers.vector.NormalizeReward(Replay(first, steps, modes.SAME_STEP), gamma=0.97)
+    expected_first, _ = observation_reference.reset()
+    reward_reference.reset()
+    normalized = Normalize(pendulums(), gamma=0.97, clip_observations=None, clip_rewards=None)
+    got_first, _ = normalized.reset(seed=3)
+    np.testing.assert_allclose(got_first, expected_first, rtol=1e-6, atol=1e-6)
+    for action in actions:
+        expected_observations = observation_reference.step(None)[0]
+        expected_rewards = reward_reference.step(None)[1]
+        observations, rewards = normalized.step(action)[:2]
+        np.testing.assert_allclose(observations, expected_observations, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(rewards, expected_rewards, rtol=1e-5, atol=1e-6)
+    observation_rms = observation_reference.obs_rms  # accumulated in float32 there, float64 here
+    np.testing.assert_allclose(normalized.observation_stats.mean, observation_rms.mean, rtol=1e-5)
+    np.testing.assert_allclose(normalized.observation_stats.var, observation_rms.var, rtol=1e-5)
+    np.testing.assert_allclose(normalized.return_stats.var, reward_reference.return_rms.var, rtol=1e-5)
+    normalized.close()
+
+
+def test_discounted_return_restarts_after_termination_and_truncation():
+    vec = Normalize(puffercore.vector.make(CartPole, 2, backend="serial", seed=0), observations=False, gamma=0.5,
+                    clip_rewards=None)
+    vec.reset(seed=0)
+    returns = np.zeros(2)
+    samples = []
+    for _ in range(60):  # pushing right: every pole falls within about 10 steps
+        _, rewards, terminals, truncations, _ = vec.step(np.ones(2, np.int32))
+        returns = returns * 0.5 + 1.0  # CartPole's raw reward is 1 per step
+        samples.append(returns.copy())
+        returns[terminals | truncations] = 0.0
+    assert vec.discounted_returns.max() < 2.0  # restarted, never the sum of episodes
+    expected = RunningMeanStd()
+    expected.update(np.concatenate(samples))
+    np.testing.assert_allclose(vec.return_stats.var, expected.var, rtol=1e-9)
+    vec.close()
+
+
+class RawCopies:
+    """A vector env proxy that keeps copies of each recv's raw observations and final
+    observations, before Normalize rewrites them in place."""
+
+    def __init__(self, vec):
+        self.vec = vec
+
+    def __getattr__(self, name):
+        return getattr(self.vec, name)
+
+    def recv(self):
+        batch = self.vec.recv()
+        self.observations, self.final_observations_before = batch[0].copy(), self.vec.final_observations.copy()
+        return batch
+
+
+@pytest.mark.parametrize("backend, num_workers, batch_size", [("threads", 2, 4), ("processes", 2, 4), ("serial", None, 4)])
+def test_staggered_batches_and_final_observations(backend, num_workers, batch_size):
+    """Every backend, staggered: a batch's observations are normalized in place with the
+    statistics after its update, and so are the final observations of its ended rows."""
+    creator = CartPole if backend == "threads" else (lambda: gymnasium.make("CartPole-v1"))
+    raw = RawCopies(puffercore.vector.make(creator, 8, backend=backend, num_workers=num_workers,
+                                           batch_size=batch_size, seed=5))
+    vec = Normalize(raw, rewards=False, clip_observations=None)
+    vec.async_reset(seed=5)
+    ended = 0
+    for step in range(80):
+        obs, _, terminals, truncations, _, env_ids, _ = vec.recv()
+        stats = vec.observation_stats
+        scale = np.sqrt(stats.var + 1e-8)
+        np.testing.assert_allclose(obs, (raw.observations - stats.mean) / scale, rtol=1e-5, atol=1e-5)
+        done = env_ids[terminals | truncations]  # one row per env here
+        ended += len(done)
+        np.testing.assert_allclose(vec.final_observations[done],
+                                   (raw.final_observations_before[done] - stats.mean) / scale, rtol=1e-5, atol=1e-5)
+        vec.send(np.full(len(env_ids), step % 2, np.int32))
+    assert ended > 0
+    vec.close()
+
+
+def test_freeze_state_dict_and_errors():
+    vec = Normalize(puffercore.vector.make(CartPole, 4, backend="serial", seed=0))
+    vec.reset(seed=0)
+    for _ in range(10):
+        vec.step(np.zeros(4, np.int32))
+    state = vec.state_dict()
+    vec.freeze()
+    for _ in range(10):
+        vec.step(np.zeros(4, np.int32))
+    assert vec.state_dict()["observations"]["count"] == state["observations"]["count"]
+    other = Normalize(puffercore.vector.make(CartPole, 2, backend="serial", seed=1))
+    other.load_state_dict(state)
+    np.testing.assert_array_equal(other.observation_stats.var, state["observations"]["var"])
+    assert other.return_stats.count == state["returns"]["count"]
+    with pytest.raises(ValueError, match="lacks returns statistics"):
+        Normalize(other.vec, rewards=True).load_state_dict({"observations": state["observations"]})
+    from puffercore.ocean import Snake
+
+    with pytest.raises(ValueError, match="needs float32 observations"):
+        Normalize(puffercore.vector.make(Snake, 1, backend="serial"))
+    with pytest.raises(ValueError, match="gamma must be in"):
+        Normalize(other.vec, gamma=2.0)
+    vec.close()
+    other.close()
+
+
+def test_ppo_checkpoints_restore_normalization_bitwise(tmp_path):
+    config = ppo.PPOConfig(num_envs=4, horizon=32, minibatch_size=64, update_epochs=1, hidden_size=16,
+                           total_timesteps=4 * 32 * 3, quiet=True, tensorboard=False, backend="serial",
+                           norm_obs=True, norm_reward=True, run_dir=str(tmp_path / "run"))
+    trainer = ppo.train(config, "gymnasium:Pendulum-v1")
+    saved = checkpoint.load(tmp_path / "run" / ppo.CHECKPOINT_NAME)
+    assert saved["normalize"]["observations"]["count"] > 4 * 32 * 3
+    restored = ppo.Trainer("gymnasium:Pendulum-v1", dataclasses.replace(config, run_dir=str(tmp_path / "probe")))
+    restored.load_state_dict(saved)
+    for name in ("observations", "returns"):
+        for key, value in trainer.vec.state_dict()[name].items():
+            np.testing.assert_array_equal(restored.vec.state_dict()[name][key], value)
+    restored.close()
+    returns = ppo.evaluate(str(tmp_path / "run"), episodes=1)  # evaluation with the frozen statistics
+    assert len(returns) == 1 and np.isfinite(returns[0])
+    assert torch.isfinite(trainer.rollout["reward"]).all()
+    assert os.path.isfile(tmp_path / "run" / "metrics.csv")
