@@ -451,6 +451,7 @@ class Trainer:
             if stop:
                 break
         self.losses = {f"loss/{key}": value / minibatches for key, value in stats.items()}
+        self.losses["loss/minibatches"] = minibatches  # fewer than epochs x minibatches: target_kl stopped it
         values, returns = batch["value"], batch["return"]
         variance = float(returns.var())
         self.losses["loss/explained_variance"] = math.nan if variance == 0 else 1 - float((returns - values).var()) / variance
@@ -471,36 +472,7 @@ class Trainer:
             out = self.policy(minibatch["obs"])
             new_log_prob, entropy = self.policy.evaluate(out, minibatch["action"])
             flat, new_value = minibatch, out.value
-
-        live = flat["mask"].float()
-        count = live.sum().clamp(min=1.0)
-
-        def masked_mean(x):
-            return (x * live).sum() / count
-
-        log_ratio = new_log_prob - flat["log_prob"]
-        ratio = log_ratio.exp()
-        advantages = flat["advantage"]
-        if config.norm_adv:
-            mean = masked_mean(advantages)
-            std = masked_mean((advantages - mean) ** 2).sqrt()
-            advantages = (advantages - mean) / (std + 1e-8)
-        if weights is not None:
-            advantages = advantages * weights
-        policy_loss = masked_mean(torch.max(-advantages * ratio,
-                                            -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)))
-        if config.clip_vloss:
-            clipped = flat["value"] + (new_value - flat["value"]).clamp(-config.clip_coef, config.clip_coef)
-            value_loss = 0.5 * masked_mean(torch.max((new_value - flat["return"]) ** 2, (clipped - flat["return"]) ** 2))
-        else:
-            value_loss = 0.5 * masked_mean((new_value - flat["return"]) ** 2)
-        entropy_loss = masked_mean(entropy)
-        loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
-        with torch.no_grad():
-            approx_kl = masked_mean((ratio - 1) - log_ratio)
-            clip_fraction = masked_mean(((ratio - 1).abs() > config.clip_coef).float())
-        return {"loss": loss, "policy": policy_loss.detach(), "value": value_loss.detach(),
-                "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
+        return ppo_loss(new_log_prob, entropy, new_value, flat, config, weights)
 
     def _replay_rows(self, minibatch: dict):
         """Re-run the policy along whole rows from their stored initial state, resetting
@@ -574,6 +546,45 @@ class Trainer:
     def close(self) -> None:
         if self.owns_vec:
             self.vec.close()
+
+
+def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch.Tensor, batch: dict[str, torch.Tensor],
+             config: PPOConfig, weights: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """The PPO objective on one minibatch (flat [B] tensors): the clipped surrogate on
+    advantages normalized over the minibatch (`norm_adv`), the value loss clipped around
+    the old values (`clip_vloss`), the entropy bonus; padding rows (mask False) are left
+    out of every mean. `batch` holds the rollout's log_prob, advantage, return, value,
+    mask; `weights`: importance weights of prioritized rows. Returns the loss and its
+    parts with approx KL and the clip fraction (both detached)."""
+    live = batch["mask"].float()
+    count = live.sum().clamp(min=1.0)
+
+    def masked_mean(x):
+        return (x * live).sum() / count
+
+    log_ratio = new_log_prob - batch["log_prob"]
+    ratio = log_ratio.exp()
+    advantages = batch["advantage"]
+    if config.norm_adv:
+        mean = masked_mean(advantages)
+        std = masked_mean((advantages - mean) ** 2).sqrt()
+        advantages = (advantages - mean) / (std + 1e-8)
+    if weights is not None:
+        advantages = advantages * weights
+    policy_loss = masked_mean(torch.max(-advantages * ratio,
+                                        -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)))
+    if config.clip_vloss:
+        clipped = batch["value"] + (new_value - batch["value"]).clamp(-config.clip_coef, config.clip_coef)
+        value_loss = 0.5 * masked_mean(torch.max((new_value - batch["return"]) ** 2, (clipped - batch["return"]) ** 2))
+    else:
+        value_loss = 0.5 * masked_mean((new_value - batch["return"]) ** 2)
+    entropy_loss = masked_mean(entropy)
+    loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
+    with torch.no_grad():
+        approx_kl = masked_mean((ratio - 1) - log_ratio)
+        clip_fraction = masked_mean(((ratio - 1).abs() > config.clip_coef).float())
+    return {"loss": loss, "policy": policy_loss.detach(), "value": value_loss.detach(),
+            "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
 
 CHECKPOINT_NAME = "checkpoint.pt"

@@ -505,3 +505,80 @@ def test_box_actions_train_end_to_end(tmp_path):
         assert trainer.policy.log_std.grad is not None and np.isfinite(trainer.losses["loss/loss"])
     finally:
         trainer.close()
+
+
+# ---- the PPO objective, one detail at a time ----------------------------------------------------
+def loss_batch(size=64, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return {"log_prob": -torch.rand(size, generator=generator), "advantage": 3 + 5 * torch.randn(size, generator=generator),
+            "return": torch.randn(size, generator=generator), "value": torch.randn(size, generator=generator),
+            "mask": torch.ones(size, dtype=torch.bool)}
+
+
+def test_loss_normalizes_advantages_per_minibatch():
+    batch, config = loss_batch(), small_config()
+    new_log_prob = batch["log_prob"] + 0.05 * torch.randn(64, generator=torch.Generator().manual_seed(1))
+    entropy, value = torch.zeros(64), batch["value"].clone()
+    base = ppo.ppo_loss(new_log_prob, entropy, value, batch, config)["policy"]
+    shifted = {**batch, "advantage": 10 * batch["advantage"] - 7}  # same after normalization
+    torch.testing.assert_close(ppo.ppo_loss(new_log_prob, entropy, value, shifted, config)["policy"], base)
+    raw = dataclasses.replace(config, norm_adv=False)
+    assert not torch.allclose(ppo.ppo_loss(new_log_prob, entropy, value, shifted, raw)["policy"], base)
+    ratio = (new_log_prob - batch["log_prob"]).exp()
+    advantages = batch["advantage"]
+    normalized = (advantages - advantages.mean()) / (advantages.std(unbiased=False) + 1e-8)
+    expected = torch.max(-normalized * ratio, -normalized * ratio.clamp(0.8, 1.2)).mean()
+    torch.testing.assert_close(base, expected)
+
+
+def test_loss_clips_the_value_around_the_old_values():
+    batch = loss_batch()
+    batch["return"] = batch["value"] + 1.0  # every target 1 above the old value
+    new_value = (batch["value"] + 0.5).requires_grad_()  # moved 0.5 > clip 0.2 toward it
+    clipped = ppo.ppo_loss(batch["log_prob"], torch.zeros(64), new_value, batch, small_config())
+    # max((0.5)^2, (1 - 0.2)^2) = 0.64, halved: the clipped term wins and has no gradient.
+    torch.testing.assert_close(clipped["value"], torch.tensor(0.32))
+    clipped["loss"].backward()
+    assert float(new_value.grad.abs().max()) == 0.0
+    unclipped = ppo.ppo_loss(batch["log_prob"], torch.zeros(64), new_value, batch, small_config(clip_vloss=False))
+    torch.testing.assert_close(unclipped["value"], torch.tensor(0.125))
+
+
+def test_loss_reports_clip_fraction_and_approx_kl():
+    batch = loss_batch(size=4)
+    log_ratios = torch.log(torch.tensor([1.0, 1.1, 1.3, 0.7]))  # two outside [0.8, 1.2]
+    out = ppo.ppo_loss(batch["log_prob"] + log_ratios, torch.zeros(4), batch["value"], batch, small_config())
+    torch.testing.assert_close(out["clip_fraction"], torch.tensor(0.5))
+    ratios = log_ratios.exp()
+    torch.testing.assert_close(out["approx_kl"], ((ratios - 1) - log_ratios).mean())
+
+
+def test_loss_entropy_bonus_is_weighted_by_ent_coef():
+    batch = loss_batch()
+    entropy = torch.full((64,), 0.7)
+    with_bonus = ppo.ppo_loss(batch["log_prob"], entropy, batch["value"], batch, small_config(ent_coef=0.5))
+    without = ppo.ppo_loss(batch["log_prob"], entropy, batch["value"], batch, small_config(ent_coef=0.0))
+    torch.testing.assert_close(with_bonus["entropy"], torch.tensor(0.7))
+    torch.testing.assert_close(without["loss"] - with_bonus["loss"], torch.tensor(0.35))
+
+
+def test_learning_rate_anneals_linearly_and_target_kl_stops_the_update(tmp_path):
+    config = small_config(run_dir=str(tmp_path), backend="serial", total_timesteps=8 * 16 * 4, update_epochs=4)
+    trainer = ppo.Trainer("cartpole", config)
+    try:
+        trainer.reset_envs()
+        full = (8 * 16 // 64) * 4
+        for update in range(3):
+            trainer.update = update
+            trainer.collect()
+            trainer.learn()
+            assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(config.learning_rate * (1 - update / 4))
+            assert trainer.losses["loss/minibatches"] == full
+        trainer.config = dataclasses.replace(config, target_kl=1e-12, anneal_lr=False)
+        trainer.collect()
+        trainer.learn()
+        # The policy moves with every minibatch: its KL soon exceeds 1e-12 and the update stops.
+        assert 1 <= trainer.losses["loss/minibatches"] < full
+        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(config.learning_rate * 0.5)
+    finally:
+        trainer.close()
