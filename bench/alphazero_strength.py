@@ -15,7 +15,8 @@ import torch
 
 from puffercore import checkpoint
 from puffercore.alphazero import MCTSBaseline, RandomAgent
-from puffercore.alphazero.trainer import CHECKPOINT_NAME, GAME_OPPONENTS, AlphaZeroAgent, play_against
+from puffercore.alphazero.trainer import GAME_OPPONENTS, AlphaZeroAgent, play_against
+from puffercore.run import checkpoint_path
 from puffercore.env import derive_seed
 
 
@@ -43,7 +44,7 @@ def main():
     unknown = sorted(set(chosen) - set(opponents))
     if unknown:
         parser.error(f"--opponents must be among {sorted(opponents)}, got {unknown}")
-    path = args.checkpoint if args.checkpoint.endswith(".pt") else f"{args.checkpoint}/{CHECKPOINT_NAME}"
+    path = checkpoint_path(args.checkpoint)
     counters = checkpoint.load(path)["counters"]
     print(f"{agent.config.game}: {counters['seconds'] / 60:.1f} training minutes, {counters['games']} self-play games")
     for simulations in args.simulations:

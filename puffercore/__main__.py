@@ -25,6 +25,7 @@ import os
 import runpy
 import sys
 
+import puffercore
 from puffercore import logger, ppo
 from puffercore.alphazero import cli as alphazero_cli
 from puffercore.flags import value_options
@@ -95,7 +96,7 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         config = ppo.PPOConfig.for_env(env, **{**values, **overrides})
         config.validate()
         trainer = ppo.train(config, env)
-    print(f"run directory: {trainer.run_dir}")
+    print(ppo.summary(trainer))
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -137,7 +138,7 @@ def _ascii_frame(env: str, observation, reward: float) -> str:
 def _bench_dir() -> str:
     """bench/ of the source checkout: the current directory's (a checkout with puffercore
     installed from it), else the one beside the package (an editable install)."""
-    beside_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ppo.__file__))), "bench")
+    beside_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(puffercore.__file__))), "bench")
     in_working_dir = os.path.join(os.getcwd(), "bench")
     return in_working_dir if os.path.isfile(os.path.join(in_working_dir, "compare_throughput.py")) else beside_package
 
@@ -157,8 +158,25 @@ def _plot(args: argparse.Namespace) -> None:
     print(logger.plot(args.run_dir, args.output, metric=args.metric))
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors as one line and a hint, not the usage block first (train's has 60 flags)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n(see `{self.prog} --help`)\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("puffercore")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="puffercore", description="puffercore: train, evaluate and benchmark RL agents")
+    parser = _Parser(prog="puffercore", description="puffercore: train, evaluate and benchmark RL agents")
+    parser.add_argument("--version", action="version", version=f"puffercore {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = commands.add_parser("train", help="train PPO on an env", description=(

@@ -1,5 +1,6 @@
 """AlphaZero training (puffercore.alphazero.trainer, network, cli) on TicTacToe and Azul."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from puffercore import checkpoint
+from puffercore import checkpoint, run
 from puffercore.__main__ import main
 from puffercore.alphazero.agents import RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
 from puffercore.alphazero.trainer import (
-    AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, make_evaluator, named_seeds, play_against, train,
+    SEED_NAMES, AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, make_evaluator, play_against, train,
     value_targets,
 )
 from puffercore.env import derive_seed
@@ -211,9 +212,9 @@ def test_same_seed_same_run():
 
 
 def test_named_seeds_differ():
-    seeds = named_seeds(0)
+    seeds = run.named_seeds(0, SEED_NAMES)
     assert len(set(seeds.values())) == len(seeds)
-    assert named_seeds(0) == seeds and named_seeds(1) != seeds
+    assert run.named_seeds(0, SEED_NAMES) == seeds and run.named_seeds(1, SEED_NAMES) != seeds
 
 
 def test_resume_continues_exactly(tmp_path):
@@ -268,6 +269,10 @@ def test_cli_training_writes_checkpoint_and_metrics(trained_run):
         header = file.readline().strip().split(",")
     for column in ("loss/policy", "loss/value", "eval/random_win", "eval/mcts_loss", "self_play/games_per_minute"):
         assert column in header
+    with open(os.path.join(trained_run, "seeds.json")) as file:  # as every trainer writes them
+        assert json.load(file) == {"run": state["alphazero_config"]["seed"], **run.named_seeds(0, SEED_NAMES)}
+    with open(os.path.join(trained_run, "config.json")) as file:
+        assert json.load(file)["game"] == "tictactoe"
 
 
 def test_agent_load_and_act(trained_run):

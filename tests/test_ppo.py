@@ -15,7 +15,8 @@ from gymnasium import spaces
 
 import puffercore.emulation
 import puffercore.vector
-from puffercore import checkpoint, logger, ppo
+from puffercore import checkpoint, logger, ppo, run
+from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.__main__ import main
 from puffercore.models import ActionHead, Policy
 from puffercore.ppo import PPOConfig
@@ -30,18 +31,18 @@ def small_config(**overrides) -> PPOConfig:
 # ---- storage ------------------------------------------------------------------------------
 def test_rollout_storage_and_transition_view_shapes():
     policy = Policy(spaces.Box(-1, 1, (3,), np.float32), spaces.MultiDiscrete([2, 3]), lstm=True, hidden_size=8)
-    rollout = ppo.allocate_rollout(5, 7, spaces.Box(-1, 1, (3,), np.float32), policy, "cpu")
+    rollout = allocate_rollout(5, 7, spaces.Box(-1, 1, (3,), np.float32), policy, "cpu")
     assert rollout["obs"].shape == (5, 8, 3)
     assert rollout["value"].shape == (5, 8)
     assert rollout["action"].shape == (5, 8, 2) and rollout["action"].dtype == torch.int64
     assert rollout["state_h"].shape == (5, 8)  # per row: [N, hidden], hidden == T + 1 here on purpose
     rollout["advantage"] = torch.zeros(5, 7)
-    view = ppo.transition_view(rollout)
+    view = transition_view(rollout)
     assert view["obs"].shape == (5, 7, 3) and view["reward"].shape == (5, 7) and view["advantage"].shape == (5, 7)
     assert view["state_h"].shape == (5, 8)
     rollout["obs"][2, 3] = 9.0
     assert view["obs"][2, 3, 0] == 9.0  # a view, not a copy
-    flat = ppo.transition_view(rollout, flatten=True)
+    flat = transition_view(rollout, flatten=True)
     assert flat["obs"].shape == (35, 3) and flat["action"].shape == (35, 2) and "state_h" not in flat
     assert flat["obs"][2 * 7 + 3, 0] == 9.0
 
@@ -49,7 +50,7 @@ def test_rollout_storage_and_transition_view_shapes():
 def test_iterate_minibatches_covers_every_transition_once():
     batch = {"x": torch.arange(10), "y": torch.arange(10) * 2}
     seen = []
-    for minibatch in ppo.iterate_minibatches(batch, 4, torch.Generator().manual_seed(0)):
+    for minibatch in iterate_minibatches(batch, 4, torch.Generator().manual_seed(0)):
         assert torch.equal(minibatch["y"], minibatch["x"] * 2)
         assert len(minibatch["x"]) <= 4
         seen += minibatch["x"].tolist()
@@ -191,7 +192,7 @@ def test_padding_rows_are_left_out_of_the_loss(tmp_path):
 def test_prioritized_rows_follow_advantage_mass():
     advantages = torch.tensor([[1.0, -1.0], [0.0, 0.5], [3.0, 1.0], [0.0, 0.0]])
     mask = torch.ones(4, 2, dtype=torch.bool)
-    probability, weights = ppo.row_priorities(advantages, mask, alpha=1.0, beta=0.5)
+    probability, weights = row_priorities(advantages, mask, alpha=1.0, beta=0.5)
     torch.testing.assert_close(probability, torch.tensor([2.0, 0.5, 4.0, 0.0]) / 6.5, atol=1e-6, rtol=0)
     # (N p)^-beta, normalised by the max: row 1 has the smallest nonzero p, the largest weight.
     expected = (4 * probability[:3]) ** -0.5
@@ -219,7 +220,7 @@ def test_rollout_rows_are_aligned_trajectories(tmp_path, batch_size):
         trainer.reset_envs()
         for _ in range(3):
             trainer.collect()
-            rollout = ppo.transition_view(trainer.rollout)
+            rollout = transition_view(trainer.rollout)
             query = rollout["obs"][..., 2] == 1
             assert torch.equal(rollout["terminal"], query)
             assert torch.equal(rollout["reward"].abs() == 1, query)
@@ -301,7 +302,7 @@ def test_resume_restores_the_run_and_is_deterministic(tmp_path):
     interrupted_dir = str(tmp_path / "interrupted")
     first = ppo.train(dataclasses.replace(config, run_dir=interrupted_dir), "memory", stop_after=4)
     assert first.update == 4
-    saved = checkpoint.load(os.path.join(interrupted_dir, ppo.CHECKPOINT_NAME))
+    saved = checkpoint.load(os.path.join(interrupted_dir, run.CHECKPOINT_NAME))
     copy_dir = str(tmp_path / "copy")
     shutil.copytree(interrupted_dir, copy_dir)
 
@@ -316,12 +317,12 @@ def test_resume_restores_the_run_and_is_deterministic(tmp_path):
     resumed = ppo.train(None, resume=interrupted_dir)
     again = ppo.train(None, resume=copy_dir)
     assert resumed.update == again.update == 6 and resumed.global_step == 6 * 8 * 16
-    a = checkpoint.load(os.path.join(interrupted_dir, ppo.CHECKPOINT_NAME))
-    b = checkpoint.load(os.path.join(copy_dir, ppo.CHECKPOINT_NAME))
+    a = checkpoint.load(os.path.join(interrupted_dir, run.CHECKPOINT_NAME))
+    b = checkpoint.load(os.path.join(copy_dir, run.CHECKPOINT_NAME))
     for name, tensor in a["model"].items():  # the same checkpoint resumes to the same run
         assert torch.equal(tensor, b["model"][name]), name
     with open(os.path.join(interrupted_dir, "seeds.json")) as file:
-        assert json.load(file) == {"run": config.seed, **ppo.named_seeds(config.seed)}
+        assert json.load(file) == {"run": config.seed, **run.named_seeds(config.seed, ppo.SEED_NAMES)}
     steps = [row["step"] for row in logger.read_csv(os.path.join(interrupted_dir, "metrics.csv"))]
     assert steps == sorted(steps) and steps[-1] == resumed.global_step
 
@@ -338,7 +339,7 @@ def test_resume_takes_safe_overrides_and_names_the_others(tmp_path):
     with pytest.raises(ValueError, match="was trained on 'cartpole', not 'snake'"):
         ppo.train(None, "snake", resume=run_dir)
     main(["train", "--resume", run_dir, "--total-timesteps", str(8 * 16 * 7), "--quiet"])
-    assert checkpoint.load(os.path.join(run_dir, ppo.CHECKPOINT_NAME))["counters"]["update"] == 7
+    assert checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))["counters"]["update"] == 7
 
 
 def test_run_result_does_not_depend_on_the_checkpoint_interval(tmp_path):
@@ -358,9 +359,9 @@ def test_total_timesteps_is_met_not_rounded_down(tmp_path):
 
 
 def test_named_seeds_are_distinct_and_reproducible():
-    seeds = ppo.named_seeds(7)
+    seeds = run.named_seeds(7, ppo.SEED_NAMES)
     assert set(seeds) == {"envs", "torch", "sampling"} and len(set(seeds.values())) == 3
-    assert seeds == ppo.named_seeds(7) and seeds != ppo.named_seeds(8)
+    assert seeds == run.named_seeds(7, ppo.SEED_NAMES) and seeds != run.named_seeds(8, ppo.SEED_NAMES)
 
 
 def test_checkpoint_save_is_atomic(tmp_path, monkeypatch):
@@ -582,3 +583,29 @@ def test_learning_rate_anneals_linearly_and_target_kl_stops_the_update(tmp_path)
         assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(config.learning_rate * 0.5)
     finally:
         trainer.close()
+
+
+def test_ctrl_c_saves_a_checkpoint_and_the_summary_says_how_to_resume(tmp_path):
+    def interrupt(trainer):
+        if trainer.update == 2:
+            raise KeyboardInterrupt
+
+    run_dir = str(tmp_path / "run")
+    trainer = ppo.train(small_config(run_dir=run_dir, backend="serial"), "cartpole", until=interrupt)
+    assert trainer.interrupted and trainer.update == 2
+    assert checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))["counters"]["update"] == 2
+    line = ppo.summary(trainer)
+    assert line.startswith(f"interrupted: {2 * 8 * 16:,} steps in ") and f"--resume {run_dir}" in line
+    resumed = ppo.train(None, resume=run_dir)
+    assert not resumed.interrupted and resumed.update == 4 and ppo.summary(resumed).startswith("done: ")
+
+
+def test_cli_errors_are_one_line_with_a_hint_and_version(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "cartpole", "--train.gamma", "x"])
+    err = capsys.readouterr().err
+    assert err.startswith("puffercore train: error: argument --train.gamma") and "usage" not in err
+    assert "(see `puffercore train --help`)" in err and len(err.splitlines()) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("puffercore ")

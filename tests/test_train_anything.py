@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import puffercore.vector
-from puffercore import checkpoint, envs, logger, ppo
+from puffercore import checkpoint, envs, logger, ppo, run
 from puffercore.__main__ import main
 from puffercore.ocean import CartPole
 from puffercore.ppo import PPOConfig
@@ -134,7 +134,7 @@ def test_cli_trains_module_attribute_and_config_files(tmp_path, guess_module, ca
     toml.write_text('env = "cartpole"\nnum_envs = 8\nhorizon = 16\nminibatch_size = 64\ntotal_timesteps = 128\n'
                     f'quiet = true\ntensorboard = false\nrun_dir = "{tmp_path / "toml"}"\nbackend = "serial"\n')
     main(["train", "--config", str(toml)])
-    assert checkpoint.load(tmp_path / "toml" / ppo.CHECKPOINT_NAME)["env"] == "cartpole"
+    assert checkpoint.load(tmp_path / "toml" / run.CHECKPOINT_NAME)["env"] == "cartpole"
 
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(SystemExit):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import puffercore.vector
-from puffercore import checkpoint, ppo
+from puffercore import checkpoint, ppo, run
 from puffercore.ocean import CartPole
 from puffercore.transforms import Normalize, RunningMeanStd
 
@@ -171,7 +171,7 @@ def test_ppo_checkpoints_restore_normalization_bitwise(tmp_path):
                            total_timesteps=4 * 32 * 3, quiet=True, tensorboard=False, backend="serial",
                            norm_obs=True, norm_reward=True, run_dir=str(tmp_path / "run"))
     trainer = ppo.train(config, "gymnasium:Pendulum-v1")
-    saved = checkpoint.load(tmp_path / "run" / ppo.CHECKPOINT_NAME)
+    saved = checkpoint.load(tmp_path / "run" / run.CHECKPOINT_NAME)
     assert saved["normalize"]["observations"]["count"] > 4 * 32 * 3
     restored = ppo.Trainer("gymnasium:Pendulum-v1", dataclasses.replace(config, run_dir=str(tmp_path / "probe")))
     restored.load_state_dict(saved)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from puffercore import checkpoint
+from puffercore import checkpoint, run
 from puffercore.alphazero.agents import GreedyAzulAgent, MCTSBaseline, RandomAgent
 from puffercore.alphazero.mcts import BatchedMCTS
 from puffercore.alphazero.network import PolicyValueNet
@@ -40,11 +40,6 @@ GAME_OPPONENTS = {"azul": {"greedy": lambda game_seed: GreedyAzulAgent()}}
 
 # Every source of randomness draws from its own child of the run seed.
 SEED_NAMES = ("network", "self_play", "replay", "evaluation", "games")
-CHECKPOINT_NAME = "checkpoint.pt"
-
-
-def named_seeds(seed: int) -> dict[str, int]:
-    return {name: derive_seed(seed, index) for index, name in enumerate(SEED_NAMES)}
 
 
 def _option(default, help: str):
@@ -265,9 +260,7 @@ class AlphaZeroAgent:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "AlphaZeroAgent":
         """From a checkpoint file or a run directory holding checkpoint.pt."""
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, CHECKPOINT_NAME)
+        path = run.checkpoint_path(path)
         state = checkpoint.load(path)
         if "alphazero_config" not in state:
             raise ValueError(f"{path} is not an AlphaZero checkpoint")
@@ -341,7 +334,7 @@ class Trainer:
     def __init__(self, config: AlphaZeroConfig, run_dir: str | None = None):
         config.validate()
         self.config = config
-        self.seeds = named_seeds(config.seed)
+        self.seeds = run.named_seeds(config.seed, SEED_NAMES)
         self.game = GAMES[config.game]()
         self.max_moves = config.max_moves or self.game.max_moves
         torch.set_num_threads(config.torch_threads)
@@ -358,7 +351,7 @@ class Trainer:
         self.replay_rng = np.random.default_rng(self.seeds["replay"])
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0, "seconds": 0.0}
         self.run_dir = run_dir
-        self.checkpoint_path = os.path.join(run_dir, CHECKPOINT_NAME) if run_dir else None
+        self.checkpoint_path = os.path.join(run_dir, run.CHECKPOINT_NAME) if run_dir else None
 
     # self-play ------------------------------------------------------------------------
 
@@ -520,7 +513,7 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_dir: str) -> "Trainer":
-        state = checkpoint.load(os.path.join(run_dir, CHECKPOINT_NAME))
+        state = checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))
         if "alphazero_config" not in state:
             raise ValueError(f"{run_dir} holds no AlphaZero checkpoint")
         trainer = cls(AlphaZeroConfig(**state["alphazero_config"]), run_dir)
@@ -540,10 +533,6 @@ class Trainer:
 BUDGET_FIELDS = ("iterations", "minutes")
 
 
-def default_run_dir(config: AlphaZeroConfig) -> str:
-    return os.path.join("runs", f"alphazero-{config.game}-{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
-
-
 def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quiet: bool = False,
           budget: dict | None = None) -> Trainer:
     """Run (or, with `resume=RUN_DIR`, continue) a training run until `config.iterations`
@@ -558,8 +547,9 @@ def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quie
             trainer.config = dataclasses.replace(trainer.config, **budget)
             trainer.config.validate()
     else:
-        trainer = Trainer(config, config.run_dir or default_run_dir(config))
+        trainer = Trainer(config, config.run_dir or run.default_run_dir(f"alphazero-{config.game}-{config.seed}"))
     config = trainer.config
+    run.write_run_files(trainer.run_dir, dataclasses.asdict(config), config.seed, trainer.seeds)
     logger = Logger(trainer.run_dir, config=dataclasses.asdict(config), quiet=quiet,
                     resume_step=trainer.counters["positions"] if resume else None)
     if not quiet:

@@ -1,179 +1,32 @@
-"""Proximal Policy Optimization (Schulman et al. 2017) on puffercore vector envs, top
-to bottom:
+"""The PPO algorithm (Schulman et al. 2017), top to bottom: collection from a vector env
+in staggered batches, GAE, and the clipped-surrogate update of `ppo_loss`.
 
-1. `PPOConfig`: every hyperparameter, with presets for the ocean envs (`PRESETS`).
-2. `Trainer`: collection (staggered batches, rows indexed by env_ids), GAE, the PPO
-   update, metrics and checkpoints. Envs come from `puffercore.envs` (anything
-   trainable), rollout storage from `puffercore.rollout`.
-3. `train`, `evaluate`: what the command line calls.
+    trainer = Trainer("gymnasium:Acrobot-v1", PPOConfig())
+    trainer.reset_envs(); trainer.collect(); trainer.learn()
 
-    from puffercore.ppo import PPOConfig, train
-    trainer = train(PPOConfig.for_env("cartpole", total_timesteps=200_000), "cartpole")
-    trainer = train(PPOConfig(), "gymnasium:Acrobot-v1")     # or a class, a creator, a vector env
-
-Checkpoints are taken at rollout boundaries every `checkpoint_interval` updates and at
-the end; they hold model, optimizer, RNG streams and counters. Env state in general
-cannot be snapshotted (a C env struct array, a gymnasium env in another process), so a
-resumed run starts its envs with a reset seeded by (env seed, update): it is
-deterministic (the same checkpoint resumes to the same result on CPU) but it is not the
-uninterrupted run, whose episodes went on. Checkpointing never touches the envs, so a
-run's result does not depend on its checkpoint interval.
+`puffercore.ppo.train` runs the loop with checkpoints and metrics. Envs come from
+`puffercore.envs` (anything trainable), rollout storage from `puffercore.rollout`,
+normalization from `puffercore.transforms`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import math
 import os
-import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 
-from puffercore import advantage, checkpoint, envs, logger
+from puffercore import advantage, checkpoint, envs, run
 from puffercore.env import derive_seed
 from puffercore.models import Policy
+from puffercore.ppo.config import PPOConfig
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.transforms import Normalize
-
-
-# ---------------------------------------------------------------------------------------
-# 1. Configuration
-# ---------------------------------------------------------------------------------------
-def _option(default, group: str, help: str, choices: tuple | None = None):
-    """A config field with its command-line group (flag --GROUP.NAME; the `run` group's
-    flags have no prefix) and help text."""
-    return dataclasses.field(default=default, metadata={"group": group, "help": help, "choices": choices})
-
-
-@dataclasses.dataclass
-class PPOConfig:
-    # run
-    seed: int = _option(1, "run", "run seed; spawns the named seeds for envs, torch and sampling")
-    total_timesteps: int = _option(500_000, "run", "env transitions to train on")
-    device: str = _option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
-    torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
-    run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
-    checkpoint_interval: int = _option(100, "run", "updates between checkpoints; 0: only at the end")
-    log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
-    tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
-    wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
-    quiet: bool = _option(False, "run", "no console view")
-    # vec
-    backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs",
-                           ("auto", "serial", "threads", "processes"))
-    num_envs: int = _option(8, "vec", "envs stepped in parallel")
-    num_workers: int = _option(0, "vec", "env worker threads/processes; 0: the backend's default")
-    batch_size: int = _option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")
-    # train
-    horizon: int = _option(128, "train", "steps per env per rollout (T)")
-    learning_rate: float = _option(2.5e-4, "train", "Adam learning rate")
-    anneal_lr: bool = _option(True, "train", "decay the learning rate linearly to 0")
-    gamma: float = _option(0.99, "train", "discount")
-    gae_lambda: float = _option(0.95, "train", "GAE lambda")
-    minibatch_size: int = _option(256, "train", "transitions per minibatch (whole rows for LSTM/prioritized)")
-    update_epochs: int = _option(4, "train", "passes over each rollout")
-    norm_adv: bool = _option(True, "train", "normalise advantages per minibatch")
-    clip_coef: float = _option(0.2, "train", "policy ratio clip")
-    clip_vloss: bool = _option(True, "train", "clip the value loss around the old values")
-    ent_coef: float = _option(0.01, "train", "entropy bonus")
-    vf_coef: float = _option(0.5, "train", "value loss weight")
-    max_grad_norm: float = _option(0.5, "train", "gradient norm clip, of actor and critic apart (of all with a shared trunk)")
-    target_kl: float = _option(0.0, "train", "stop the update when approx KL exceeds it; 0: never")
-    norm_obs: bool = _option(False, "train", "normalize observations by their running mean and std (float32 rows)")
-    norm_reward: bool = _option(False, "train", "divide rewards by the running std of the discounted return")
-    clip_obs: float = _option(10.0, "train", "clip normalized observations to [-clip_obs, clip_obs]")
-    clip_reward: float = _option(10.0, "train", "clip normalized rewards to [-clip_reward, clip_reward]")
-    prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
-    prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
-    # policy
-    hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
-    num_layers: int = _option(2, "policy", "hidden layers of the MLP")
-    activation: str = _option("tanh", "policy", "hidden activation", ("tanh", "relu", "gelu"))
-    shared_trunk: bool = _option(False, "policy", "one MLP trunk for actor and critic instead of two (always with lstm)")
-    lstm: bool = _option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
-    forget_bias: float = _option(1.0, "policy", "initial LSTM forget-gate bias")
-
-    @classmethod
-    def for_env(cls, env: Any, **overrides) -> "PPOConfig":
-        """The config for `env`: defaults, then the preset of an ocean env's name, then
-        `overrides`."""
-        preset = PRESETS.get(env, {}) if isinstance(env, str) else {}
-        values = {**preset, **overrides}
-        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown PPOConfig fields: {unknown}")
-        return cls(**values)
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
-        def require(ok: bool, name: str, expected: str) -> None:
-            if not ok:
-                raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}")
-
-        for field in dataclasses.fields(self):
-            value, kind = getattr(self, field.name), type(field.default)
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, field.name, float(value))
-            elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
-            choices = field.metadata["choices"]
-            if choices and value not in choices:
-                raise ValueError(f"{field.name} must be one of {list(choices)}, got {value!r}")
-        for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size", "num_layers"):
-            require(getattr(self, name) >= 1, name, "a positive int")
-        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size"):
-            require(getattr(self, name) >= 0, name, "a non-negative int")
-        for name in ("gamma", "gae_lambda", "prio_beta0"):
-            require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
-        for name in ("learning_rate", "clip_coef", "max_grad_norm", "clip_obs", "clip_reward"):
-            require(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "a positive number")
-        for name in ("ent_coef", "vf_coef", "target_kl", "prio_alpha", "log_interval"):
-            require(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "a non-negative number")
-        require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",
-                f"0 or a divisor of num_envs={self.num_envs}")
-        try:
-            torch.device(self.device)
-        except RuntimeError:
-            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
-
-
-# Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
-# registry: any env can be trained, see puffercore.envs). CartPole is tuned for
-# wall-clock time to solve on a small CPU: many envs, short rollouts, big minibatches,
-# a small MLP (bench/compare_training.py); 8 epochs with a 0.1 clip keep it solved to
-# the end (9 of seeds 1-10 end at 500; with 4 epochs and 0.2, 4 of 5 collapse late). Connect4 and Azul play their built-in
-# opponents; the action mask in their observations is applied by the policy.
-PRESETS: dict[str, dict[str, Any]] = {
-    "cartpole": dict(
-        total_timesteps=500_000, backend="serial", num_envs=256, horizon=16, minibatch_size=2048, update_epochs=8,
-        learning_rate=1e-2, clip_coef=0.1, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
-    ),
-    "memory": dict(
-        total_timesteps=150_000, backend="serial", num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,
-        learning_rate=3e-3, hidden_size=32, ent_coef=0.01, gamma=0.9, lstm=True,
-    ),
-    "snake": dict(
-        total_timesteps=5_000_000, num_envs=512, horizon=64, minibatch_size=8192,
-        learning_rate=3e-3, hidden_size=128,
-    ),
-    "squared": dict(
-        total_timesteps=1_000_000, num_envs=256, horizon=32, minibatch_size=4096,
-        learning_rate=3e-3, hidden_size=64,
-    ),
-    "connect4": dict(
-        total_timesteps=2_000_000, num_envs=256, horizon=32, minibatch_size=2048,
-        learning_rate=1e-3, hidden_size=128, gamma=0.99,
-    ),
-    "azul": dict(
-        total_timesteps=5_000_000, num_envs=256, horizon=64, minibatch_size=4096,
-        learning_rate=1e-3, hidden_size=256, gamma=0.995,
-    ),
-}
 
 
 def normalized(vec, config: PPOConfig):
@@ -190,17 +43,7 @@ def make_vector(env, config: PPOConfig, seed: int):
                             num_workers=config.num_workers or None, batch_size=config.batch_size or None, seed=seed)
 
 
-# ---------------------------------------------------------------------------------------
-# 4. Trainer
-# ---------------------------------------------------------------------------------------
 SEED_NAMES = ("envs", "torch", "sampling")
-
-
-def named_seeds(run_seed: int) -> dict[str, int]:
-    """One child seed per name, spawned from the run seed (NumPy SeedSequence), so each
-    random stream can be replayed or varied alone."""
-    children = np.random.SeedSequence(run_seed).spawn(len(SEED_NAMES))
-    return {name: int(child.generate_state(1, np.uint64)[0] >> np.uint64(1)) for name, child in zip(SEED_NAMES, children)}
 
 
 class Trainer:
@@ -214,7 +57,7 @@ class Trainer:
         self.env_name, self.env_spec, self.config = source.name, source.spec, config
         self.owns_vec = source.vector is None
         self.device = torch.device(config.device)
-        self.seeds = named_seeds(config.seed)
+        self.seeds = run.named_seeds(config.seed, SEED_NAMES)
         self.vec = make_vector(source, config, self.seeds["envs"])
         try:
             self.vec = normalized(self.vec, config)
@@ -253,13 +96,14 @@ class Trainer:
 
         self.update = 0
         self.global_step = 0
+        self.elapsed = 0.0  # seconds of training, earlier sessions of a resumed run included
+        self.interrupted = False  # Ctrl-C ended the run
         self.timers = {"env": 0.0, "inference": 0.0, "learn": 0.0}
         self.recent_episodes: collections.deque = collections.deque()  # (mean return, count)
         self.episode_sums: dict[str, float] = {}
         self.episode_counts: dict[str, float] = {}
         self.losses: dict[str, float] = {}
-        self.run_dir = run_dir or self.config.run_dir or os.path.join(
-            "runs", f"{self.env_name.replace(':', '-')}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.run_dir = run_dir or self.config.run_dir or run.default_run_dir(self.env_name)
 
     # ---- collection ---------------------------------------------------------------------
     def reset_envs(self) -> None:
@@ -524,7 +368,7 @@ class Trainer:
             self.vec.load_state_dict(state["normalize"])
 
     def save_checkpoint(self) -> str:
-        path = os.path.join(self.run_dir, CHECKPOINT_NAME)
+        path = os.path.join(self.run_dir, run.CHECKPOINT_NAME)
         checkpoint.save(path, self.state_dict())
         return path
 
@@ -539,7 +383,7 @@ class Trainer:
         if isinstance(self.vec, Normalize):
             scalars.update(self.vec.metrics())
         busy = sum(self.timers.values()) or 1.0
-        scalars.update({f"time/{name}": value / busy for name, value in self.timers.items()})
+        scalars.update({f"time_fraction/{name}": value / busy for name, value in self.timers.items()})
         self.episode_sums, self.episode_counts = {}, {}
         return scalars
 
@@ -587,7 +431,6 @@ def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch
             "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
 
-CHECKPOINT_NAME = "checkpoint.pt"
 RECENT_EPISODES = 20
 
 
@@ -600,195 +443,8 @@ def _free_cores(vec) -> int:
     return max(1, cores - 1 - (getattr(vec, "num_workers", 0) or 0))
 
 
-# ---------------------------------------------------------------------------------------
-# 5. Entry points
-# ---------------------------------------------------------------------------------------
-# What a resumed run may change: the budget, where it runs and how it reports. Everything
-# else would make the resumed run a different experiment.
-RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
-                    "wandb_project", "quiet", "checkpoint_interval")
-
-
-def train(config: PPOConfig | None = None, env: Any = None, resume: str | None = None,
-          stop_after: int | None = None, until: Callable[[Trainer], bool] | None = None) -> Trainer:
-    """Train PPO on `env` (see `Trainer`); returns the (closed) Trainer.
-
-    `resume`: a run directory to continue from its checkpoint, with its saved env and
-    config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
-    total_timesteps to extend the run); `env` is needed only when the checkpoint could
-    not name it (a lambda or a vector env instance). `stop_after`: end after that many
-    updates of this call (checkpointing as at the end), as a preempted job would
-    (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked
-    after each update; True ends the run early (benchmarks stop at a target return)."""
-    saved = None
-    if resume is not None:
-        saved = checkpoint.load(os.path.join(resume, CHECKPOINT_NAME))
-        env = _saved_env(saved["env"], env, resume)
-        config = resumed_config(saved["config"], config)
-    elif env is None:
-        raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
-    elif config is None:
-        config = PPOConfig.for_env(env)
-    trainer = Trainer(env, config, run_dir=resume)
-    try:
-        if saved is not None:
-            trainer.load_state_dict(saved)
-        _run(trainer, stop_after, until, resumed=saved is not None)
-    finally:
-        trainer.close()
-    return trainer
-
-
-def resumed_config(saved: dict[str, Any], config: PPOConfig | dict[str, Any] | None) -> PPOConfig:
-    """The saved config with the changes `config` (a PPOConfig, or a dict of overrides)
-    makes; ValueError naming the fields a resumed run may not change."""
-    overrides = dataclasses.asdict(config) if isinstance(config, PPOConfig) else dict(config or {})
-    changed = sorted(name for name, value in overrides.items() if saved.get(name) != value)
-    refused = [name for name in changed if name not in RESUMABLE_FIELDS]
-    if refused:
-        raise ValueError(f"a resumed run keeps its config; these can't change: {refused} "
-                         f"(changeable: {', '.join(RESUMABLE_FIELDS)})")
-    if overrides.get("total_timesteps", saved["total_timesteps"]) < saved["total_timesteps"]:
-        raise ValueError(f"total_timesteps can only grow on resume (the run has {saved['total_timesteps']})")
-    return PPOConfig(**{**saved, **overrides})
-
-
-def _saved_env(spec: str | None, env: Any, path: str) -> Any:
-    """The env of a checkpoint: its saved spec, or `env` when it has none; refuses an
-    `env` other than the saved one."""
-    if spec is None:
-        if env is None:
-            raise ValueError(f"{path}: the checkpoint's env has no importable name (a lambda or a vector env); "
-                             f"pass the env")
-        return env
-    if env is not None and isinstance(env, str) and envs.resolve(env).spec != spec:
-        raise ValueError(f"{path} was trained on {spec!r}, not {env!r}")
-    return spec
-
-
-def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
-    config = trainer.config
-    os.makedirs(trainer.run_dir, exist_ok=True)
-    with open(os.path.join(trainer.run_dir, "seeds.json"), "w") as file:
-        json.dump({"run": config.seed, **trainer.seeds}, file, indent=2)
-    with open(os.path.join(trainer.run_dir, "config.json"), "w") as file:
-        json.dump({"env": trainer.env_spec, **dataclasses.asdict(config)}, file, indent=2)
-    metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
-                            wandb_project=config.wandb_project or None,
-                            resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
-    interactive = sys.stdout.isatty() and not config.quiet
-    start = time.perf_counter() - sum(trainer.timers.values())
-    last_log = time.perf_counter()
-    first_update = trainer.update
-    try:
-        while trainer.update < trainer.num_updates:
-            if trainer.update == first_update:
-                trainer.reset_envs()
-            trainer.collect()
-            learn_start = time.perf_counter()
-            trainer.learn()
-            trainer.timers["learn"] += time.perf_counter() - learn_start
-            trainer.update += 1
-            trainer.global_step += trainer.transitions_per_update
-
-            finished = trainer.update == trainer.num_updates
-            stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or (until and until(trainer))
-            if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
-                trainer.save_checkpoint()
-            if finished or stopped or time.perf_counter() - last_log >= config.log_interval:
-                last_log = time.perf_counter()
-                scalars = trainer.metrics(time.perf_counter() - start)
-                metrics.log(trainer.global_step, scalars)
-                if not config.quiet:
-                    title = (f"puffercore PPO | {trainer.env_name} | step {trainer.global_step:,}/"
-                             f"{trainer.num_updates * trainer.transitions_per_update:,} | {trainer.run_dir}")
-                    view = logger.console_view(title, scalars, trainer.update / trainer.num_updates)
-                    print(("\x1b[2J\x1b[H" if interactive else "") + view + "\n", flush=True)
-            if stopped:
-                break
-    finally:
-        metrics.close()
-
-
-def _checkpoint_path(path: str) -> str:
-    return os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
-
-
-def saved_env_spec(path: str) -> str | None:
-    """The env a checkpoint (file or run directory) was trained on, as `envs.resolve` takes it."""
-    return checkpoint.load(_checkpoint_path(path))["env"]
-
-
 def make_policy(vec, config: PPOConfig) -> Policy:
     """The policy `config` describes for the spaces (and observation tree) of `vec`."""
     return Policy(vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None),
                   hidden_size=config.hidden_size, num_layers=config.num_layers, activation=config.activation,
                   lstm=config.lstm, forget_bias=config.forget_bias, shared_trunk=config.shared_trunk or config.lstm)
-
-
-@torch.no_grad()
-def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
-             on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None) -> list[float]:
-    """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
-    one env (every agent row of a multi-agent env counts its own episodes). `path`: a
-    checkpoint file or its run directory. `env`: needed only when the checkpoint could
-    not name its env; another env than the checkpoint's is refused. greedy: the
-    most likely action (or the Gaussian mean) instead of a sample. After `max_steps` env
-    steps the episodes still running count as ended there (a greedy policy may never end
-    one, e.g. a snake circling forever). `on_step(observation, reward)` sees row 0 at
-    each step, e.g. to render it."""
-    for name, value in (("episodes", episodes), ("max_steps", max_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    path = _checkpoint_path(path)
-    state = checkpoint.load(path)
-    config = PPOConfig(**state["config"])
-    env = _saved_env(state["env"], env, path)
-    one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
-                                  backend="serial" if config.backend != "threads" else "threads")
-    vec = make_vector(env, one_env, seed=seed)
-    try:
-        vec = normalized(vec, config)
-        if isinstance(vec, Normalize):  # the training statistics, frozen
-            vec.load_state_dict(state["normalize"])
-            vec.freeze()
-        policy = make_policy(vec, config)
-        policy.load_state_dict(state["model"])
-    except BaseException:
-        vec.close()
-        raise
-    generator = torch.Generator().manual_seed(seed)
-    returns: list[float] = []
-    try:
-        obs, _ = vec.reset(seed=seed)
-        episode_returns = np.zeros(vec.num_agents)
-        recurrent = policy.initial_state(vec.num_agents, "cpu")
-        for _ in range(max_steps):
-            if len(returns) >= episodes:
-                break
-            live = vec.masks.copy()
-            out = policy(torch.as_tensor(obs), recurrent)
-            actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
-            obs, rewards, terminals, truncations, _ = vec.step(policy.head.to_env(actions))
-            done = (terminals | truncations) & live
-            episode_returns += rewards * live
-            if on_step is not None:
-                on_step(vec.final_observations[0] if done[0] else obs[0], float(rewards[0]))
-            returns += episode_returns[done].tolist()
-            episode_returns[done] = 0.0
-            recurrent = None if out.state is None else tuple(
-                part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
-        else:
-            returns += episode_returns[vec.masks].tolist()
-    finally:
-        vec.close()
-    return returns[:episodes]
-
-
-def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:
-    head = policy.head
-    if head.is_continuous:
-        return params
-    indices = torch.stack([logits.argmax(-1) for logits in params.split(head.nvec, dim=-1)], dim=-1)
-    actions = indices + head.start
-    return actions if head.action_shape else actions.squeeze(-1)

@@ -1,0 +1,148 @@
+"""PPO's hyperparameters in one dataclass, and presets for the ocean envs.
+
+    config = PPOConfig.for_env("cartpole", total_timesteps=200_000)   # preset + overrides
+    config = PPOConfig(learning_rate=1e-3)                            # defaults: gymnasium tasks
+    config.validate()                                                 # ValueError naming the field
+
+Every field is a command-line flag (--GROUP.NAME; the run group's have no prefix).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+
+def _option(default, group: str, help: str, choices: tuple | None = None):
+    """A config field with its command-line group (flag --GROUP.NAME; the `run` group's
+    flags have no prefix) and help text."""
+    return dataclasses.field(default=default, metadata={"group": group, "help": help, "choices": choices})
+
+
+@dataclasses.dataclass
+class PPOConfig:
+    # run
+    seed: int = _option(1, "run", "run seed; spawns the named seeds for envs, torch and sampling")
+    total_timesteps: int = _option(500_000, "run", "env transitions to train on")
+    device: str = _option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
+    torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
+    run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
+    checkpoint_interval: int = _option(100, "run", "updates between checkpoints; 0: only at the end")
+    log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
+    tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
+    wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
+    quiet: bool = _option(False, "run", "no console view")
+    # vec
+    backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs",
+                           ("auto", "serial", "threads", "processes"))
+    num_envs: int = _option(8, "vec", "envs stepped in parallel")
+    num_workers: int = _option(0, "vec", "env worker threads/processes; 0: the backend's default")
+    batch_size: int = _option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")
+    # train
+    horizon: int = _option(128, "train", "steps per env per rollout (T)")
+    learning_rate: float = _option(2.5e-4, "train", "Adam learning rate")
+    anneal_lr: bool = _option(True, "train", "decay the learning rate linearly to 0")
+    gamma: float = _option(0.99, "train", "discount")
+    gae_lambda: float = _option(0.95, "train", "GAE lambda")
+    minibatch_size: int = _option(256, "train", "transitions per minibatch (whole rows for LSTM/prioritized)")
+    update_epochs: int = _option(4, "train", "passes over each rollout")
+    norm_adv: bool = _option(True, "train", "normalise advantages per minibatch")
+    clip_coef: float = _option(0.2, "train", "policy ratio clip")
+    clip_vloss: bool = _option(True, "train", "clip the value loss around the old values")
+    ent_coef: float = _option(0.01, "train", "entropy bonus")
+    vf_coef: float = _option(0.5, "train", "value loss weight")
+    max_grad_norm: float = _option(0.5, "train", "gradient norm clip, of actor and critic apart (of all with a shared trunk)")
+    target_kl: float = _option(0.0, "train", "stop the update when approx KL exceeds it; 0: never")
+    norm_obs: bool = _option(False, "train", "normalize observations by their running mean and std (float32 rows)")
+    norm_reward: bool = _option(False, "train", "divide rewards by the running std of the discounted return")
+    clip_obs: float = _option(10.0, "train", "clip normalized observations to [-clip_obs, clip_obs]")
+    clip_reward: float = _option(10.0, "train", "clip normalized rewards to [-clip_reward, clip_reward]")
+    prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
+    prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
+    # policy
+    hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
+    num_layers: int = _option(2, "policy", "hidden layers of the MLP")
+    activation: str = _option("tanh", "policy", "hidden activation", ("tanh", "relu", "gelu"))
+    shared_trunk: bool = _option(False, "policy", "one MLP trunk for actor and critic instead of two (always with lstm)")
+    lstm: bool = _option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
+    forget_bias: float = _option(1.0, "policy", "initial LSTM forget-gate bias")
+
+    @classmethod
+    def for_env(cls, env: Any, **overrides) -> "PPOConfig":
+        """The config for `env`: defaults, then the preset of an ocean env's name, then
+        `overrides`."""
+        preset = PRESETS.get(env, {}) if isinstance(env, str) else {}
+        values = {**preset, **overrides}
+        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown PPOConfig fields: {unknown}")
+        return cls(**values)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        def require(ok: bool, name: str, expected: str) -> None:
+            if not ok:
+                raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}")
+
+        for field in dataclasses.fields(self):
+            value, kind = getattr(self, field.name), type(field.default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, field.name, float(value))
+            elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
+            choices = field.metadata["choices"]
+            if choices and value not in choices:
+                raise ValueError(f"{field.name} must be one of {list(choices)}, got {value!r}")
+        for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size", "num_layers"):
+            require(getattr(self, name) >= 1, name, "a positive int")
+        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size"):
+            require(getattr(self, name) >= 0, name, "a non-negative int")
+        for name in ("gamma", "gae_lambda", "prio_beta0"):
+            require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
+        for name in ("learning_rate", "clip_coef", "max_grad_norm", "clip_obs", "clip_reward"):
+            require(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "a positive number")
+        for name in ("ent_coef", "vf_coef", "target_kl", "prio_alpha", "log_interval"):
+            require(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "a non-negative number")
+        require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",
+                f"0 or a divisor of num_envs={self.num_envs}")
+        try:
+            torch.device(self.device)
+        except RuntimeError:
+            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
+
+
+# Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
+# registry: any env can be trained, see puffercore.envs). CartPole is tuned for
+# wall-clock time to solve on a small CPU: many envs, short rollouts, big minibatches,
+# a small MLP (bench/compare_training.py); 8 epochs with a 0.1 clip keep it solved to
+# the end (9 of seeds 1-10 end at 500; with 4 epochs and 0.2, 4 of 5 collapse late). Connect4 and Azul play their built-in
+# opponents; the action mask in their observations is applied by the policy.
+PRESETS: dict[str, dict[str, Any]] = {
+    "cartpole": dict(
+        total_timesteps=500_000, backend="serial", num_envs=256, horizon=16, minibatch_size=2048, update_epochs=8,
+        learning_rate=1e-2, clip_coef=0.1, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
+    ),
+    "memory": dict(
+        total_timesteps=150_000, backend="serial", num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,
+        learning_rate=3e-3, hidden_size=32, ent_coef=0.01, gamma=0.9, lstm=True,
+    ),
+    "snake": dict(
+        total_timesteps=5_000_000, num_envs=512, horizon=64, minibatch_size=8192,
+        learning_rate=3e-3, hidden_size=128,
+    ),
+    "squared": dict(
+        total_timesteps=1_000_000, num_envs=256, horizon=32, minibatch_size=4096,
+        learning_rate=3e-3, hidden_size=64,
+    ),
+    "connect4": dict(
+        total_timesteps=2_000_000, num_envs=256, horizon=32, minibatch_size=2048,
+        learning_rate=1e-3, hidden_size=128, gamma=0.99,
+    ),
+    "azul": dict(
+        total_timesteps=5_000_000, num_envs=256, horizon=64, minibatch_size=4096,
+        learning_rate=1e-3, hidden_size=256, gamma=0.995,
+    ),
+}

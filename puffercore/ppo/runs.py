@@ -1,0 +1,242 @@
+"""Running PPO: `train` (a run directory with metrics, checkpoints and resume) and
+`evaluate` (a checkpoint's policy playing episodes).
+
+    trainer = train(PPOConfig.for_env("cartpole"), "cartpole")
+    trainer = train({"total_timesteps": 1_000_000}, resume="runs/cartpole-...")   # extend a run
+    returns = evaluate("runs/cartpole-...", episodes=10)
+
+Checkpoints are taken at rollout boundaries every `checkpoint_interval` updates, at the
+end and on Ctrl-C; they hold model, optimizer, RNG streams, counters and normalization
+statistics. Env state in general cannot be snapshotted (a C env struct array, a
+gymnasium env in another process), so a resumed run starts its envs with a reset seeded
+by (env seed, update): it is deterministic (the same checkpoint resumes to the same
+result on CPU) but it is not the uninterrupted run, whose episodes went on.
+Checkpointing never touches the envs, so a run's result does not depend on its
+checkpoint interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from puffercore import checkpoint, envs, logger, run
+from puffercore.models import Policy
+from puffercore.ppo.config import PPOConfig
+from puffercore.ppo.trainer import Trainer, make_policy, make_vector, normalized
+from puffercore.transforms import Normalize
+
+
+# What a resumed run may change: the budget, where it runs and how it reports. Everything
+# else would make the resumed run a different experiment.
+RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
+                    "wandb_project", "quiet", "checkpoint_interval")
+
+
+def train(config: PPOConfig | None = None, env: Any = None, resume: str | None = None,
+          stop_after: int | None = None, until: Callable[[Trainer], bool] | None = None) -> Trainer:
+    """Train PPO on `env` (see `Trainer`); returns the (closed) Trainer.
+
+    `resume`: a run directory to continue from its checkpoint, with its saved env and
+    config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
+    total_timesteps to extend the run); `env` is needed only when the checkpoint could
+    not name it (a lambda or a vector env instance). `stop_after`: end after that many
+    updates of this call (checkpointing as at the end), as a preempted job would
+    (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked
+    after each update; True ends the run early (benchmarks stop at a target return)."""
+    saved = None
+    if resume is not None:
+        saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME))
+        env = _saved_env(saved["env"], env, resume)
+        config = resumed_config(saved["config"], config)
+    elif env is None:
+        raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
+    elif config is None:
+        config = PPOConfig.for_env(env)
+    trainer = Trainer(env, config, run_dir=resume)
+    try:
+        if saved is not None:
+            trainer.load_state_dict(saved)
+        _run(trainer, stop_after, until, resumed=saved is not None)
+    finally:
+        trainer.close()
+    return trainer
+
+
+def resumed_config(saved: dict[str, Any], config: PPOConfig | dict[str, Any] | None) -> PPOConfig:
+    """The saved config with the changes `config` (a PPOConfig, or a dict of overrides)
+    makes; ValueError naming the fields a resumed run may not change."""
+    overrides = dataclasses.asdict(config) if isinstance(config, PPOConfig) else dict(config or {})
+    changed = sorted(name for name, value in overrides.items() if saved.get(name) != value)
+    refused = [name for name in changed if name not in RESUMABLE_FIELDS]
+    if refused:
+        raise ValueError(f"a resumed run keeps its config; these can't change: {refused} "
+                         f"(changeable: {', '.join(RESUMABLE_FIELDS)})")
+    if overrides.get("total_timesteps", saved["total_timesteps"]) < saved["total_timesteps"]:
+        raise ValueError(f"total_timesteps can only grow on resume (the run has {saved['total_timesteps']})")
+    return PPOConfig(**{**saved, **overrides})
+
+
+def _saved_env(spec: str | None, env: Any, path: str) -> Any:
+    """The env of a checkpoint: its saved spec, or `env` when it has none; refuses an
+    `env` other than the saved one."""
+    if spec is None:
+        if env is None:
+            raise ValueError(f"{path}: the checkpoint's env has no importable name (a lambda or a vector env); "
+                             f"pass the env")
+        return env
+    if env is not None and isinstance(env, str) and envs.resolve(env).spec != spec:
+        raise ValueError(f"{path} was trained on {spec!r}, not {env!r}")
+    return spec
+
+
+def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
+    config = trainer.config
+    run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
+                        trainer.seeds)
+    metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
+                            wandb_project=config.wandb_project or None,
+                            resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
+    interactive = sys.stdout.isatty() and not config.quiet
+    start = time.perf_counter() - sum(trainer.timers.values())  # a resumed run counts its earlier time
+    session_start, session_first_step = time.perf_counter(), trainer.global_step
+    last_log = time.perf_counter()
+    first_update = trainer.update
+    try:
+        while trainer.update < trainer.num_updates:
+            if trainer.update == first_update:
+                trainer.reset_envs()
+            trainer.collect()
+            learn_start = time.perf_counter()
+            trainer.learn()
+            trainer.timers["learn"] += time.perf_counter() - learn_start
+            trainer.update += 1
+            trainer.global_step += trainer.transitions_per_update
+
+            finished = trainer.update == trainer.num_updates
+            stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or (until and until(trainer))
+            if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
+                trainer.save_checkpoint()
+            if finished or stopped or time.perf_counter() - last_log >= config.log_interval:
+                last_log = time.perf_counter()
+                scalars = trainer.metrics(time.perf_counter() - start)
+                metrics.log(trainer.global_step, scalars)
+                if not config.quiet:
+                    rate = (trainer.global_step - session_first_step) / max(time.perf_counter() - session_start, 1e-9)
+                    view = logger.console_view(_title(trainer, time.perf_counter() - start, rate), scalars,
+                                               trainer.update / trainer.num_updates)
+                    print(("\x1b[2J\x1b[H" if interactive else "") + view + "\n", flush=True)
+            if stopped:
+                break
+    except KeyboardInterrupt:
+        # Ctrl-C: keep what was learned; the CLI prints how to resume.
+        trainer.interrupted = True
+        trainer.save_checkpoint()
+    finally:
+        trainer.elapsed = time.perf_counter() - start
+        metrics.close()
+
+
+def _title(trainer: Trainer, elapsed: float, rate: float) -> str:
+    total = trainer.num_updates * trainer.transitions_per_update
+    remaining = (total - trainer.global_step) / rate if rate > 0 else float("inf")
+    return (f"puffercore PPO | {trainer.env_name} | step {trainer.global_step:,}/{total:,} | "
+            f"elapsed {_duration(elapsed)}, ETA {_duration(remaining)} | {trainer.run_dir}")
+
+
+def _duration(seconds: float) -> str:
+    if not seconds < 1e7:
+        return "?"
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def summary(trainer: Trainer) -> str:
+    """One line on how a run ended: steps, time, the recent return, where it is."""
+    recent = trainer.recent_return()
+    ended = "interrupted" if trainer.interrupted else "done"
+    return (f"{ended}: {trainer.global_step:,} steps in {_duration(trainer.elapsed)} "
+            f"({trainer.global_step / max(trainer.elapsed, 1e-9):,.0f} steps/s)"
+            + (f", recent return {recent:.2f}" if recent is not None else "")
+            + f"; run directory {trainer.run_dir}"
+            + (f" (checkpoint saved: puffercore train --resume {trainer.run_dir})" if trainer.interrupted else ""))
+
+
+def saved_env_spec(path: str) -> str | None:
+    """The env a checkpoint (file or run directory) was trained on, as `envs.resolve` takes it."""
+    return checkpoint.load(run.checkpoint_path(path))["env"]
+
+
+@torch.no_grad()
+def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
+             on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None) -> list[float]:
+    """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
+    one env (every agent row of a multi-agent env counts its own episodes). `path`: a
+    checkpoint file or its run directory. `env`: needed only when the checkpoint could
+    not name its env; another env than the checkpoint's is refused. greedy: the
+    most likely action (or the Gaussian mean) instead of a sample. After `max_steps` env
+    steps the episodes still running count as ended there (a greedy policy may never end
+    one, e.g. a snake circling forever). `on_step(observation, reward)` sees row 0 at
+    each step, e.g. to render it."""
+    for name, value in (("episodes", episodes), ("max_steps", max_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    path = run.checkpoint_path(path)
+    state = checkpoint.load(path)
+    config = PPOConfig(**state["config"])
+    env = _saved_env(state["env"], env, path)
+    one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
+                                  backend="serial" if config.backend != "threads" else "threads")
+    vec = make_vector(env, one_env, seed=seed)
+    try:
+        vec = normalized(vec, config)
+        if isinstance(vec, Normalize):  # the training statistics, frozen
+            vec.load_state_dict(state["normalize"])
+            vec.freeze()
+        policy = make_policy(vec, config)
+        policy.load_state_dict(state["model"])
+    except BaseException:
+        vec.close()
+        raise
+    generator = torch.Generator().manual_seed(seed)
+    returns: list[float] = []
+    try:
+        obs, _ = vec.reset(seed=seed)
+        episode_returns = np.zeros(vec.num_agents)
+        recurrent = policy.initial_state(vec.num_agents, "cpu")
+        for _ in range(max_steps):
+            if len(returns) >= episodes:
+                break
+            live = vec.masks.copy()
+            out = policy(torch.as_tensor(obs), recurrent)
+            actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
+            obs, rewards, terminals, truncations, _ = vec.step(policy.head.to_env(actions))
+            done = (terminals | truncations) & live
+            episode_returns += rewards * live
+            if on_step is not None:
+                on_step(vec.final_observations[0] if done[0] else obs[0], float(rewards[0]))
+            returns += episode_returns[done].tolist()
+            episode_returns[done] = 0.0
+            recurrent = None if out.state is None else tuple(
+                part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
+        else:
+            returns += episode_returns[vec.masks].tolist()
+    finally:
+        vec.close()
+    return returns[:episodes]
+
+
+def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:
+    head = policy.head
+    if head.is_continuous:
+        return params
+    indices = torch.stack([logits.argmax(-1) for logits in params.split(head.nvec, dim=-1)], dim=-1)
+    actions = indices + head.start
+    return actions if head.action_shape else actions.squeeze(-1)
