@@ -1,14 +1,31 @@
 """puffercore: reinforcement learning with a native core.
 
-Design: DESIGN.md in the project's shared folder; README.md for usage.
+Parts load on first use (`puffercore.vector`, `puffercore.ppo`, ...), so importing one
+part does not import the rest: `import puffercore.games` loads no gymnasium and no
+vector backend. Design: docs/design.md; usage: README.md.
 """
 
+import importlib
 import os
 
-from puffercore import emulation, vector
-from puffercore.env import Buffers, GymnasiumView, PufferEnv
-
 __version__ = "0.1.0"
+
+# Attribute -> module that defines it (None: the attribute is the submodule itself).
+_LAZY = {
+    "Buffers": "puffercore.env", "GymnasiumView": "puffercore.env", "PufferEnv": "puffercore.env",
+    **{name: None for name in ("advantage", "alphazero", "checkpoint", "emulation", "envs", "games", "ocean",
+                               "ppo", "run", "transforms", "vector")},
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'puffercore' has no attribute {name!r}")
+    module_name = _LAZY[name]
+    value = importlib.import_module(f"puffercore.{name}") if module_name is None else \
+        getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
 
 
 def get_include() -> str:
@@ -22,4 +39,5 @@ def get_include() -> str:
     return os.path.join(os.path.dirname(package_dir), "native", "include")
 
 
-__all__ = ["Buffers", "GymnasiumView", "PufferEnv", "emulation", "get_include", "vector", "__version__"]
+__all__ = ["Buffers", "GymnasiumView", "PufferEnv", "get_include", "__version__", *sorted(
+    name for name, module in _LAZY.items() if module is None)]

@@ -41,6 +41,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from puffercore.seeding import check_seed, derive_seed  # noqa: F401 (part of this module's API)
+
 
 @dataclasses.dataclass
 class Buffers:
@@ -208,25 +210,6 @@ class PufferEnv:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-    return int(seed)
-
-
-def derive_seed(seed: int, index: int) -> int:
-    """The 63-bit seed of sub-env `index` for a run seeded with `seed`, for envs that take
-    one integer seed (gymnasium). Native envs use (seed, index) as PCG32 state and stream
-    directly. SplitMix64 mixing keeps (seed, index) pairs from colliding like seed + index."""
-    mask = (1 << 64) - 1
-    z = (seed * 0x9E3779B97F4A7C15 + index + 1) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    return (z ^ (z >> 31)) >> 1
 
 
 class GymnasiumView(gymnasium.Env):

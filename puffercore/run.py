@@ -1,7 +1,7 @@
 """What every trainer's run shares: its directory, its named seeds and the files that
 describe it (PPO and AlphaZero alike).
 
-    seeds = named_seeds(config.seed, ("envs", "torch", "sampling"))
+    seeds = named_seeds(config.seed, ("envs", "torch", "sampling"))         # puffercore.seeding
     run_dir = default_run_dir("cartpole")             # runs/cartpole-20261124-120000
     write_run_files(run_dir, config_dict, config.seed, seeds)   # config.json, seeds.json
     checkpoint.save(checkpoint_path(run_dir), state)
@@ -14,21 +14,7 @@ import os
 import time
 from typing import Any, Iterable
 
-import numpy as np
-
 CHECKPOINT_NAME = "checkpoint.pt"
-
-
-def named_seeds(run_seed: int, names: Iterable[str]) -> dict[str, int]:
-    """One child seed per name, spawned from the run seed (NumPy SeedSequence), so each
-    random stream can be replayed or varied alone. Names must be distinct: two streams
-    under one name would silently share a seed."""
-    names = tuple(names)
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"seed names must be distinct, got {duplicates} more than once")
-    children = np.random.SeedSequence(run_seed).spawn(len(names))
-    return {name: int(child.generate_state(1, np.uint64)[0] >> np.uint64(1)) for name, child in zip(names, children)}
 
 
 def default_run_dir(name: str) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from puffercore import checkpoint, run
+from puffercore import checkpoint, run, seeding
 from puffercore.__main__ import main
 from puffercore.alphazero.agents import RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
@@ -212,9 +212,9 @@ def test_same_seed_same_run():
 
 
 def test_named_seeds_differ():
-    seeds = run.named_seeds(0, SEED_NAMES)
+    seeds = seeding.named_seeds(0, SEED_NAMES)
     assert len(set(seeds.values())) == len(seeds)
-    assert run.named_seeds(0, SEED_NAMES) == seeds and run.named_seeds(1, SEED_NAMES) != seeds
+    assert seeding.named_seeds(0, SEED_NAMES) == seeds and seeding.named_seeds(1, SEED_NAMES) != seeds
 
 
 def test_resume_continues_exactly(tmp_path):
@@ -270,7 +270,7 @@ def test_cli_training_writes_checkpoint_and_metrics(trained_run):
     for column in ("loss/policy", "loss/value", "eval/random_win", "eval/mcts_loss", "self_play/games_per_minute"):
         assert column in header
     with open(os.path.join(trained_run, "seeds.json")) as file:  # as every trainer writes them
-        assert json.load(file) == {"run": state["alphazero_config"]["seed"], **run.named_seeds(0, SEED_NAMES)}
+        assert json.load(file) == {"run": state["alphazero_config"]["seed"], **seeding.named_seeds(0, SEED_NAMES)}
     with open(os.path.join(trained_run, "config.json")) as file:
         assert json.load(file)["game"] == "tictactoe"
 

@@ -1,4 +1,10 @@
+"""The package as installed: headers, lazy parts, seeds."""
+
 import os
+import subprocess
+import sys
+
+import pytest
 
 import puffercore
 
@@ -6,3 +12,20 @@ import puffercore
 def test_headers_ship_with_the_package():
     include = puffercore.get_include()
     assert os.path.isfile(os.path.join(include, "puffercore", "env.h"))
+
+
+def test_named_seeds_refuse_duplicate_names():
+    from puffercore.seeding import named_seeds
+
+    with pytest.raises(ValueError, match=r"seed names must be distinct, got \['envs'\]"):
+        named_seeds(0, ("envs", "torch", "envs"))
+
+
+@pytest.mark.parametrize("module", ["puffercore.games", "puffercore.advantage", "puffercore.seeding"])
+def test_importing_one_part_does_not_import_the_rest(module):
+    """`import puffercore.games` (or the advantage kernels) loads neither gymnasium nor
+    the vector backends nor torch: a fresh interpreter lists what got imported."""
+    code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
+           f"('gymnasium', 'torch') or m.startswith('puffercore.vector')))"
+    output = subprocess.run([sys.executable, "-P", "-c", code], check=True, capture_output=True, text=True).stdout
+    assert output.strip() == "[]", output

@@ -15,7 +15,7 @@ from gymnasium import spaces
 
 import puffercore.emulation
 import puffercore.vector
-from puffercore import checkpoint, logger, ppo, run
+from puffercore import checkpoint, logger, ppo, run, seeding
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.__main__ import main
 from puffercore.models import ActionHead, Policy
@@ -322,7 +322,7 @@ def test_resume_restores_the_run_and_is_deterministic(tmp_path):
     for name, tensor in a["model"].items():  # the same checkpoint resumes to the same run
         assert torch.equal(tensor, b["model"][name]), name
     with open(os.path.join(interrupted_dir, "seeds.json")) as file:
-        assert json.load(file) == {"run": config.seed, **run.named_seeds(config.seed, ppo.SEED_NAMES)}
+        assert json.load(file) == {"run": config.seed, **seeding.named_seeds(config.seed, ppo.SEED_NAMES)}
     steps = [row["step"] for row in logger.read_csv(os.path.join(interrupted_dir, "metrics.csv"))]
     assert steps == sorted(steps) and steps[-1] == resumed.global_step
 
@@ -359,9 +359,9 @@ def test_total_timesteps_is_met_not_rounded_down(tmp_path):
 
 
 def test_named_seeds_are_distinct_and_reproducible():
-    seeds = run.named_seeds(7, ppo.SEED_NAMES)
+    seeds = seeding.named_seeds(7, ppo.SEED_NAMES)
     assert set(seeds) == {"envs", "torch", "sampling"} and len(set(seeds.values())) == 3
-    assert seeds == run.named_seeds(7, ppo.SEED_NAMES) and seeds != run.named_seeds(8, ppo.SEED_NAMES)
+    assert seeds == seeding.named_seeds(7, ppo.SEED_NAMES) and seeds != seeding.named_seeds(8, ppo.SEED_NAMES)
 
 
 def test_checkpoint_save_is_atomic(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
-from puffercore.env import derive_seed
+from puffercore.seeding import derive_seed
 
 cdef extern from "puffercore/game.h":
     enum: PC_GAME_ABI_VERSION

@@ -7,7 +7,7 @@ import numpy as np
 from puffercore import _azul
 from puffercore._search import GameState, mcts_baseline_move
 from puffercore.azul import AzulState
-from puffercore.env import check_seed
+from puffercore.seeding import check_seed
 
 
 def _check_live_state(state) -> None:

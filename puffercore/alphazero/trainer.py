@@ -30,9 +30,9 @@ from puffercore import checkpoint, run
 from puffercore.alphazero.agents import GreedyAzulAgent, MCTSBaseline, RandomAgent
 from puffercore.alphazero.mcts import BatchedMCTS
 from puffercore.alphazero.network import PolicyValueNet
-from puffercore.env import check_seed, derive_seed
 from puffercore.games import Azul, Connect4, TicTacToe
 from puffercore.logger import Logger, console_view
+from puffercore.seeding import check_seed, derive_seed, named_seeds
 
 GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}
 # Evaluation opponents beyond the random agent and the MCTS baseline every game gets.
@@ -334,7 +334,7 @@ class Trainer:
     def __init__(self, config: AlphaZeroConfig, run_dir: str | None = None):
         config.validate()
         self.config = config
-        self.seeds = run.named_seeds(config.seed, SEED_NAMES)
+        self.seeds = named_seeds(config.seed, SEED_NAMES)
         self.game = GAMES[config.game]()
         self.max_moves = config.max_moves or self.game.max_moves
         torch.set_num_threads(config.torch_threads)

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from puffercore import advantage, checkpoint, envs, run
-from puffercore.env import derive_seed
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
+from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
 
 
@@ -57,7 +57,7 @@ class Trainer:
         self.env_name, self.env_spec, self.config = source.name, source.spec, config
         self.owns_vec = source.vector is None
         self.device = torch.device(config.device)
-        self.seeds = run.named_seeds(config.seed, SEED_NAMES)
+        self.seeds = named_seeds(config.seed, SEED_NAMES)
         self.vec = make_vector(source, config, self.seeds["envs"])
         try:
             self.vec = normalized(self.vec, config)
