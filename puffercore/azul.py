@@ -127,6 +127,22 @@ class Azul(Game):
         return action // (COLORS * (FLOOR + 1)), action // (FLOOR + 1) % COLORS, action % (FLOOR + 1)
 
 
+class GreedyAzulAgent:
+    """Azul's greedy bot (native/include/puffercore/games/azul_greedy.h): plays the move
+    worth most this round (wall points of completed lines with their adjacency and
+    end-game bonuses, a share for lines under way, minus floor penalties). Deterministic;
+    `act(state) -> action` like the agents of puffercore.alphazero.agents."""
+
+    def act(self, state: GameState) -> int:
+        if not isinstance(state, GameState):
+            raise TypeError(f"state must be a GameState, got {type(state).__name__}")
+        if not isinstance(state, AzulState):
+            raise ValueError(f"GreedyAzulAgent plays Azul, got a {state.game.name} state")
+        if state.is_terminal():
+            raise ValueError("state is terminal; there is no move to choose")
+        return _azul.greedy_action(state)
+
+
 def random_games(num_games: int, num_players: int = 2, seed: int = 0, check: bool = True) -> dict:
     """Native random playouts (see puffercore._azul.random_games): throughput and, with
     `check`, the consistency of every position reached."""

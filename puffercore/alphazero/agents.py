@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from puffercore import _azul
 from puffercore._search import GameState, mcts_baseline_move
-from puffercore.azul import AzulState
+from puffercore.azul import GreedyAzulAgent  # noqa: F401 (an opponent of this module's kind; lives with its game)
 from puffercore.seeding import check_seed
 
 
@@ -43,15 +42,3 @@ class MCTSBaseline:
         move_seed = int(self.seeds.spawn(1)[0].generate_state(1, np.uint64)[0])
         action, _ = mcts_baseline_move(state, self.simulations, self.uct_c, move_seed)
         return action
-
-
-class GreedyAzulAgent:
-    """Azul's greedy bot (native/include/puffercore/games/azul_greedy.h): plays the move
-    worth most this round (wall points of completed lines with their adjacency and
-    end-game bonuses, a share for lines under way, minus floor penalties). Deterministic."""
-
-    def act(self, state: GameState) -> int:
-        _check_live_state(state)
-        if not isinstance(state, AzulState):
-            raise ValueError(f"GreedyAzulAgent plays Azul, got a {state.game.name} state")
-        return _azul.greedy_action(state)
