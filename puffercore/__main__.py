@@ -154,6 +154,17 @@ def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     runpy.run_path(sys.argv[0], run_name="__main__")
 
 
+def _new_env(args: argparse.Namespace) -> None:
+    from puffercore.scaffold import write_env
+
+    folder = write_env(args.name, args.dir)
+    class_name = "".join(part.capitalize() for part in args.name.split("_"))
+    print(f"wrote {folder}: {args.name}.h (the env: struct, reset, step) and {args.name}.pyx (its binding)\n"
+          f"build:  python -c \"from puffercore.build import build_env; build_env('{folder}/{args.name}.pyx')\"\n"
+          f"train:  cd {folder} && puffercore train {args.name}:{class_name}\n"
+          f"guide:  docs/authoring.md (the env ABI, spaces, logs, tests)")
+
+
 def _plot(args: argparse.Namespace) -> None:
     print(logger.plot(args.run_dir, args.output, metric=args.metric))
 
@@ -207,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("script", help="script name in bench/ without .py")
     bench.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
 
+    new_env = commands.add_parser("new-env", help="write a ready-to-build C env folder", description=(
+        "Copy the env template into DIR/NAME (NAME.h: struct, reset, step; NAME.pyx: the binding), renamed."))
+    new_env.add_argument("name", help="lowercase module name, e.g. maze (the class is Maze)")
+    new_env.add_argument("--dir", default=".", help="where to create the folder (default: here)")
+
     plot = commands.add_parser("plot", help="write a PNG learning curve of a run", description=(
         "Plot a metric of RUN_DIR/metrics.csv against env steps into a PNG."))
     plot.add_argument("run_dir", help="a run directory (with metrics.csv)")
@@ -229,9 +245,11 @@ def main(argv: list[str] | None = None) -> None:
             _eval(args)
         elif args.command == "bench":
             _bench(args, command_parser)
+        elif args.command == "new-env":
+            _new_env(args)
         else:
             _plot(args)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
         command_parser.error(str(error))
 
 
