@@ -13,10 +13,28 @@ or a PettingZoo ParallelEnv (wrapped in PettingZooEnv). Every creator call is on
 contiguous. (`num_envs` of the vector, as of any PufferEnv, counts independent
 sub-envs, which differs when a creator returns a multi-env PufferEnv.)
 
-Staggered batching: with `batch_size = N < num_envs = M` (N divides M, so every batch is
-a contiguous block of rows and results stay zero-copy views), `recv` returns the rows of
-the next N envs in round-robin order; `send` steps exactly the envs of the last `recv`.
-Results are views into the vector's buffers, valid until the next `send`/`step`.
+Staggered batching: with `batch_size = N < num_envs = M` (N divides M), `recv` returns
+the rows of N envs (round-robin on serial; whichever finish first on threads and
+processes); `send` steps exactly the envs of the last `recv`.
+
+The batch contract, the same on every backend: `recv()` returns a `Batch`, a tuple that
+unpacks as `(obs, rew, term, trunc, info, env_ids, masks)` and carries every item by
+name too, plus two more:
+
+    batch = vec.recv()
+    batch.final_observations   # the batch's rows of vec.final_observations
+    batch.rows                 # those rows of the vector's buffers: a slice, or an index array
+    batch.env_ids              # the envs of the batch, ascending; each owns its consecutive rows
+
+When the batch's envs are one block of rows (always for synchronous use and on serial),
+its arrays are zero-copy views of the vector's buffers, `rows` is a slice, and the
+views stay valid until the next `send`/`step`. A scattered batch (threads and processes,
+when envs finish out of order) is gathered into staging copies, valid until the next
+`recv`, and `rows` is an index array: `vec.final_observations[batch.rows]` equals
+`batch.final_observations` either way. A final observation is meaningful in the rows
+that ended (`term | trunc`): the last observation of the ended episode, whose first
+next observation is already in `obs` (same-step autoreset). `step()` returns the plain
+5-tuple; its final observations are `vec.final_observations`.
 
 Backends register in `BACKENDS`; each takes the arguments of `make` (minus `backend`).
 """
@@ -26,7 +44,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from puffercore.env import PufferEnv
-from puffercore.vector.common import merge_infos
+from puffercore.vector.common import Batch, merge_infos
 from puffercore.vector.processes import Processes
 from puffercore.vector.serial import Serial
 from puffercore.vector.threads import Threads
@@ -60,4 +78,4 @@ def make(
     )
 
 
-__all__ = ["BACKENDS", "Processes", "Serial", "Threads", "make", "merge_infos"]
+__all__ = ["BACKENDS", "Batch", "Processes", "Serial", "Threads", "make", "merge_infos"]

@@ -1,9 +1,10 @@
 """Pieces every vector backend shares: building sub-envs from a user's creator,
-argument checks, and merging infos."""
+argument checks, merging infos, and the batches recv() returns."""
 
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable
 
 import gymnasium
@@ -95,6 +96,91 @@ class EnvFactory:
 
     def __getstate__(self):
         return {**self.__dict__, "probe": None}
+
+
+class Batch(tuple):
+    """What `recv()` returns: a tuple that unpacks as
+    `(observations, rewards, terminals, truncations, info, env_ids, masks)`, with the same
+    items by name, plus `final_observations` (the batch's rows of the vector's
+    `final_observations`) and `rows` (the batch's rows of the vector's buffers: a slice
+    when they are one block, else an index array in batch order)."""
+
+    observations = property(operator.itemgetter(0))
+    rewards = property(operator.itemgetter(1))
+    terminals = property(operator.itemgetter(2))
+    truncations = property(operator.itemgetter(3))
+    info = property(operator.itemgetter(4))
+    env_ids = property(operator.itemgetter(5))
+    masks = property(operator.itemgetter(6))
+    final_observations: np.ndarray
+    rows: slice | np.ndarray
+
+
+# Scattered unit sets whose rows and env_ids are kept: a few workers finish in a few
+# orders, so a handful of sets recur; the bound keeps a many-unit vector from growing it.
+MAX_SCATTERED = 4096
+GATHERED = ("observations", "final_observations", "rewards", "terminals", "truncations", "masks")
+
+
+class Batcher:
+    """The batches of one vector's buffers, built in one place for every backend.
+
+    The buffers are cut into `num_units` equal units of consecutive envs (a backend's
+    unit: an env, a worker's envs, a threads unit); a batch is `units_per_batch` units.
+    When a batch's units are one block its arrays are views of the buffers, made once per
+    block and reused, so the hot path builds only the tuple; otherwise they are gathered
+    into staging arrays, valid until the next scattered batch."""
+
+    def __init__(self, buffers: Buffers, num_units: int, envs_per_unit: int, units_per_batch: int):
+        self.buffers = buffers
+        self.rows_per_unit = len(buffers.observations) // num_units
+        self.envs_per_unit = envs_per_unit
+        self.units_per_batch = units_per_batch
+        self._blocks: dict[int, tuple] = {}  # first unit -> the block's views, env_ids and rows
+        self._scattered: dict[bytes, tuple] = {}  # units' bytes -> their rows and env_ids, up to MAX_SCATTERED
+        self._staging: tuple[np.ndarray, ...] | None = None  # GATHERED copies, made by the first scattered batch
+
+    def batch(self, units, info: dict) -> Batch:
+        """The Batch of `units` (ascending unit indices, a sequence of ints)."""
+        first = int(units[0])
+        if int(units[-1]) - first == self.units_per_batch - 1:
+            parts = self._blocks.get(first) or self._block(first)
+            batch = tuple.__new__(Batch, (*parts[:4], info, *parts[4:6]))
+            batch.final_observations, batch.rows = parts[6], parts[7]
+            return batch
+        return self._gather(np.asarray(units), info)
+
+    def _block(self, first: int) -> tuple:
+        count = self.units_per_batch
+        rows = slice(first * self.rows_per_unit, (first + count) * self.rows_per_unit)
+        env_ids = np.arange(first * self.envs_per_unit, (first + count) * self.envs_per_unit)
+        env_ids.flags.writeable = False  # shared by every batch of this block
+        b = self.buffers
+        parts = (b.observations[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], env_ids,
+                 b.masks[rows], b.final_observations[rows], rows)
+        self._blocks[first] = parts
+        return parts
+
+    def _gather(self, units: np.ndarray, info: dict) -> Batch:
+        key = units.tobytes()
+        rows, env_ids = self._scattered.get(key) or self._indices(units, key)
+        if self._staging is None:
+            self._staging = tuple(np.empty((len(rows), *getattr(self.buffers, name).shape[1:]),
+                                           getattr(self.buffers, name).dtype) for name in GATHERED)
+        for name, out in zip(GATHERED, self._staging):
+            getattr(self.buffers, name).take(rows, 0, out)  # the method: np.take's dispatch costs more than the copy
+        obs, finals, rew, term, trunc, masks = self._staging
+        batch = tuple.__new__(Batch, (obs, rew, term, trunc, info, env_ids, masks))
+        batch.final_observations, batch.rows = finals, rows
+        return batch
+
+    def _indices(self, units: np.ndarray, key: bytes) -> tuple[np.ndarray, np.ndarray]:
+        rows = (units[:, None] * self.rows_per_unit + np.arange(self.rows_per_unit)).ravel()
+        env_ids = (units[:, None] * self.envs_per_unit + np.arange(self.envs_per_unit)).ravel()
+        rows.flags.writeable = env_ids.flags.writeable = False  # shared by every batch of these units
+        if len(self._scattered) < MAX_SCATTERED:
+            self._scattered[key] = rows, env_ids
+        return rows, env_ids
 
 
 def stepper(env: PufferEnv) -> Callable[[], tuple]:

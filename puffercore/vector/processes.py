@@ -35,7 +35,7 @@ import numpy as np
 
 from puffercore._engine import SharedWords
 from puffercore.env import Buffers, check_actions, check_seed
-from puffercore.vector.common import EnvFactory, VectorEnv, check_batching, check_count, merge_infos, stepper
+from puffercore.vector.common import Batcher, EnvFactory, VectorEnv, check_batching, check_count, merge_infos, stepper
 
 COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
 WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
@@ -278,9 +278,8 @@ class Processes(VectorEnv):
         self._pending_infos: list[dict] = []
         self._ready: collections.deque[int] = collections.deque()  # reset, not yet returned
         self._batch_workers: list[int] | None = None  # workers of the batch recv returned
-        self._staging = Buffers.allocate(
-            self.rows_per_worker * self.workers_per_batch, self.single_observation_space, self.single_action_space
-        )
+        self._batch_rows: slice | np.ndarray = slice(0)  # and their rows
+        self._batcher = Batcher(self.buffers, num_workers, envs_per_worker, self.workers_per_batch)
 
     def _start_workers(self, context, config: dict) -> None:
         self._connections, self._processes = [], []
@@ -424,9 +423,6 @@ class Processes(VectorEnv):
         infos, self._pending_infos = self._pending_infos, []
         return merge_infos(infos)
 
-    def _rows(self, workers: list[int]) -> np.ndarray:
-        return np.concatenate([np.arange(w * self.rows_per_worker, (w + 1) * self.rows_per_worker) for w in workers])
-
     # ---- vector API (same contract as Serial) --------------------------------------
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """Reset every env and wait for it: resets are rare, and a barrier here makes the
@@ -449,8 +445,9 @@ class Processes(VectorEnv):
         self._check_stepping("send")
         if self._batch_workers is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
-        rows = self._rows(self._batch_workers)
-        self.actions[rows] = check_actions(actions, self.single_action_space, len(rows))
+        self.actions[self._batch_rows] = check_actions(
+            actions, self.single_action_space, self.rows_per_worker * self.workers_per_batch
+        )
         self._command(self._batch_workers, STEP)
         self._batch_workers = None
 
@@ -462,19 +459,9 @@ class Processes(VectorEnv):
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
         workers = [self._ready.popleft() for _ in range(min(self.workers_per_batch, len(self._ready)))]
         workers = sorted(workers + self._collect(self.workers_per_batch - len(workers)))
-        self._batch_workers = workers
-        if workers[-1] - workers[0] == len(workers) - 1:
-            start = workers[0] * self.rows_per_worker
-            view = self.buffers.rows(start, start + len(workers) * self.rows_per_worker)
-        else:
-            view = self._staging
-            rows = self._rows(workers)
-            for name in ("observations", "final_observations", "rewards", "terminals", "truncations", "masks"):
-                np.take(getattr(self.buffers, name), rows, axis=0, out=getattr(view, name))
-        env_ids = np.concatenate(
-            [np.arange(w * self.envs_per_worker, (w + 1) * self.envs_per_worker) for w in workers]
-        )
-        return view.observations, view.rewards, view.terminals, view.truncations, self._drain_infos(), env_ids, view.masks
+        batch = self._batcher.batch(workers, self._drain_infos())
+        self._batch_workers, self._batch_rows = workers, batch.rows
+        return batch
 
     def close(self) -> None:
         self._closed = True

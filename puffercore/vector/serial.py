@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from puffercore.env import PufferEnv, check_actions, check_seed
-from puffercore.vector.common import EnvFactory, VectorEnv, check_batching, merge_infos, stepper
+from puffercore.vector.common import Batcher, EnvFactory, VectorEnv, check_batching, merge_infos, stepper
 
 
 class Serial(VectorEnv):
@@ -28,13 +28,13 @@ class Serial(VectorEnv):
         except BaseException:
             self.close()
             raise
-        # Batch b is envs [b*N, (b+1)*N): rows [b*N*k, (b+1)*N*k) for k rows per env.
-        rows_per_batch = batch_size * self.envs[0].num_agents
-        self._batch_rows = [slice(b * rows_per_batch, (b + 1) * rows_per_batch) for b in range(num_envs // batch_size)]
-        self._batch_env_ids = [np.arange(b * batch_size, (b + 1) * batch_size) for b in range(num_envs // batch_size)]
+        # Batch b is envs [b*N, (b+1)*N), always one block: the Batcher's unit is a batch.
+        self._num_batches = num_envs // batch_size
+        self._batcher = Batcher(self.buffers, self._num_batches, batch_size, 1)
         self._ready: collections.deque[int] = collections.deque()  # batches recv may return
         self._batch_infos: dict[int, list[dict]] = {}
         self._awaiting_actions: int | None = None  # batch returned by the last recv
+        self._awaiting_rows = slice(0)  # its rows
         self._has_reset = False
 
     def _create_envs(self, env_creator, num_envs, buffers, env_kwargs) -> None:
@@ -55,7 +55,7 @@ class Serial(VectorEnv):
         seed = check_seed(seed)
         if seed is None and not self._has_reset:
             seed = self._default_seed
-        self._ready = collections.deque(range(len(self._batch_rows)))
+        self._ready = collections.deque(range(self._num_batches))
         self._batch_infos = {batch: [] for batch in self._ready}
         for index, env in enumerate(self.envs):
             env.env_index_base = self.env_index_base + index * self._sub_envs_per_env
@@ -67,8 +67,7 @@ class Serial(VectorEnv):
         self._check_stepping("send")
         if self._awaiting_actions is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
-        batch = self._awaiting_actions
-        rows = self._batch_rows[batch]
+        batch, rows = self._awaiting_actions, self._awaiting_rows
         np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
         self._awaiting_actions = None
         first_env = batch * self.batch_size
@@ -81,19 +80,11 @@ class Serial(VectorEnv):
         if not self._ready:
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
         batch = self._ready.popleft()
-        self._awaiting_actions = batch
-        rows = self._batch_rows[batch]
         info = merge_infos(self._batch_infos[batch])
         self._batch_infos[batch] = []
-        return (
-            self.observations[rows],
-            self.rewards[rows],
-            self.terminals[rows],
-            self.truncations[rows],
-            info,
-            self._batch_env_ids[batch],
-            self.masks[rows],
-        )
+        result = self._batcher.batch((batch,), info)
+        self._awaiting_actions, self._awaiting_rows = batch, result.rows
+        return result
 
     def close(self) -> None:
         if not self._closed:

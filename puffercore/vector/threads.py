@@ -17,8 +17,8 @@ import os
 import numpy as np
 
 from puffercore._engine import ThreadEngine
-from puffercore.env import Buffers, check_seed
-from puffercore.vector.common import VectorEnv, check_batching, check_count
+from puffercore.env import check_seed
+from puffercore.vector.common import Batcher, VectorEnv, check_batching, check_count
 
 # How long an idle worker spins, waiting for the next batch, before it sleeps in a
 # futex: longer than the caller's usual turn-around between steps (Python, inference),
@@ -82,9 +82,8 @@ class Threads(VectorEnv):
         self._units = np.empty(num_units, dtype=np.int32)
         self._ready: collections.deque[int] = collections.deque()  # reset but not yet returned
         self._batch_units: np.ndarray | None = None  # the units the last recv returned
-        self._staging = Buffers.allocate(
-            self.rows_per_unit * self.units_per_batch, self.single_observation_space, self.single_action_space
-        )
+        self._batch_rows: slice | np.ndarray = slice(0)  # and their rows
+        self._batcher = Batcher(self.buffers, num_units, self.envs_per_unit, num_workers)
 
     # ---- vector API (same contract as Serial) --------------------------------------
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
@@ -102,10 +101,9 @@ class Threads(VectorEnv):
         self._check_stepping("send")
         if self._batch_units is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
-        units = self._batch_units
-        if self._batch_is_block:
-            first = units[0] * self.rows_per_unit
-            self.env.write_actions(actions, first, first + len(units) * self.rows_per_unit)
+        units, rows = self._batch_units, self._batch_rows
+        if isinstance(rows, slice):
+            self.env.write_actions(actions, rows.start, rows.stop)
         else:
             # Through the env too: an env may check more than its action space does
             # (Connect4 rejects full columns).
@@ -125,19 +123,9 @@ class Threads(VectorEnv):
         if from_reset < count:
             self._engine.recv(units[from_reset:])
         units = np.sort(units)
-        self._batch_units = units
-        self._batch_is_block = bool(units[-1] - units[0] == count - 1)
-        info = self.env.log_info(self._engine.take_logs(units))
-        if self._batch_is_block:
-            first = units[0] * self.rows_per_unit
-            view = self.buffers.rows(first, first + count * self.rows_per_unit)
-        else:
-            view = self._staging
-            rows = self._unit_rows(units)
-            for name in ("observations", "final_observations", "rewards", "terminals", "truncations", "masks"):
-                getattr(self.buffers, name).take(rows, axis=0, out=getattr(view, name))
-        env_ids = (units[:, None] * self.envs_per_unit + np.arange(self.envs_per_unit)).ravel()
-        return view.observations, view.rewards, view.terminals, view.truncations, info, env_ids, view.masks
+        batch = self._batcher.batch(units, self.env.log_info(self._engine.take_logs(units)))
+        self._batch_units, self._batch_rows = units, batch.rows
+        return batch
 
     def step(self, actions):
         """The synchronous fast path: every unit at once, no batch bookkeeping."""
@@ -159,9 +147,6 @@ class Threads(VectorEnv):
             self.env.close()
 
     # ---- helpers ----------------------------------------------------------------------
-    def _unit_rows(self, units: np.ndarray) -> np.ndarray:
-        return (units[:, None] * self.rows_per_unit + np.arange(self.rows_per_unit)).ravel()
-
     def _wait_in_flight(self) -> None:
         in_flight = self._engine.in_flight
         if in_flight:
