@@ -23,20 +23,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from puffercore.interop.structures import copy_structure, row_of, unflatten
+from puffercore.interop.structures import adapted, copy_structure, row_of, unflatten
 
 
 class GymnasiumVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, vec):
-        if getattr(vec, "batch_size", vec.num_envs) != vec.num_envs:
-            raise ValueError(f"GymnasiumVectorEnv needs a synchronous vector env (batch_size == num_envs); got "
-                             f"batch_size={vec.batch_size}, num_envs={vec.num_envs}")
+        self.tree, self.single_observation_space = adapted(vec, "GymnasiumVectorEnv")
         self.vec = vec
-        self.tree = getattr(vec, "observation_tree", None)
         self.num_envs = vec.num_agents
-        self.single_observation_space = self.tree.space if self.tree is not None else vec.single_observation_space
         self.single_action_space = vec.single_action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)

@@ -20,17 +20,13 @@ from typing import Any, Sequence
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from puffercore.interop.structures import copy_structure, row_of, unflatten
+from puffercore.interop.structures import adapted, copy_structure, row_of, unflatten
 
 
 class SB3VecEnv(VecEnv):
     def __init__(self, vec):
-        if getattr(vec, "batch_size", vec.num_envs) != vec.num_envs:
-            raise ValueError(f"SB3VecEnv needs a synchronous vector env (batch_size == num_envs); got "
-                             f"batch_size={vec.batch_size}, num_envs={vec.num_envs}")
+        self.tree, observation_space = adapted(vec, "SB3VecEnv")
         self.vec = vec
-        self.tree = getattr(vec, "observation_tree", None)
-        observation_space = self.tree.space if self.tree is not None else vec.single_observation_space
         super().__init__(vec.num_agents, observation_space, vec.single_action_space)
         self._seed: int | None = None
         self._actions: np.ndarray | None = None

@@ -1,11 +1,22 @@
-"""Batched observations as the env defined them (nested Dict/Tuple views of the flat
-rows), and the copies the adapters hand out."""
+"""What both adapters need of a puffercore vector env: a synchronous one, its
+observations as the env defined them (nested Dict/Tuple views of the flat rows), and the
+copies they hand out."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+
+def adapted(vec, adapter: str):
+    """(observation tree or None, the env's own observation space) of a synchronous
+    `vec`; ValueError naming `adapter` for a staggered one."""
+    if getattr(vec, "batch_size", vec.num_envs) != vec.num_envs:
+        raise ValueError(f"{adapter} needs a synchronous vector env (batch_size == num_envs); got "
+                         f"batch_size={vec.batch_size}, num_envs={vec.num_envs}")
+    tree = getattr(vec, "observation_tree", None)
+    return tree, (tree.space if tree is not None else vec.single_observation_space)
 
 
 def unflatten(tree, rows: np.ndarray) -> Any:
