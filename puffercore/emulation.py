@@ -160,7 +160,6 @@ class SpaceTree:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
         targets = list(zip(self.leaves, self._leaf_views(out, "out")))
-
         def write(observation: Any) -> None:
             for leaf, view in targets:
                 try:
@@ -224,6 +223,8 @@ class ActionTree:
             )
         low, high = zip(*(_bounds(leaf.space) for leaf in self.leaves))
         low, high = np.concatenate(low), np.concatenate(high)
+        # The scalar type of a top-level Discrete: unflatten's fast path.
+        self._discrete = space.dtype.type if isinstance(space, spaces.Discrete) else None
         if isinstance(space, spaces.Discrete):
             self.flat_space = space
         elif all(discrete):
@@ -232,17 +233,25 @@ class ActionTree:
             self.flat_space = spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
     def unflatten(self, row: np.ndarray) -> Any:
-        """The env action of one flat row. Discrete leaves become Python ints, which
-        gymnasium's `Discrete.contains` checks fastest."""
-        if isinstance(self.space, spaces.Discrete):
-            return int(row)
+        """The env action of one flat row. Discrete leaves become NumPy scalars of the
+        leaf's dtype, as gymnasium's own vector envs pass them (and its `Discrete.contains`
+        checks them faster than Python ints, for which it builds an `np.iinfo`)."""
+        if self._discrete is not None:
+            return self._discrete(row)
         values = (
-            int(row[leaf.start])
+            leaf.dtype.type(row[leaf.start])
             if isinstance(leaf.space, spaces.Discrete)
             else row[leaf.start : leaf.stop].reshape(leaf.shape).astype(leaf.dtype)
             for leaf in self.leaves
         )
         return _assemble(self.space, values)
+
+    def unflatten_batch(self, rows: np.ndarray) -> Any:
+        """The env actions of flat rows `[k, ...]`, an iterable of k: a whole batch
+        converted at once, so a plain Discrete costs one `astype` instead of k scalars."""
+        if self._discrete is not None:
+            return rows.astype(self.space.dtype)
+        return [self.unflatten(row) for row in rows]
 
     def flatten(self, action: Any) -> np.ndarray:
         row = np.zeros(self.flat_space.shape, self.flat_space.dtype)
@@ -365,19 +374,28 @@ class GymnasiumEnv(Adapter):
         return self.observations, {}
 
     def step_written(self):
-        observation, reward, terminal, truncation, info = self.env.step(self.action_tree.unflatten(self.actions[0]))
+        observation, reward, terminal, truncation, info = self.step_action(self.action_tree.unflatten(self.actions[0]))
+        self._write_observation(observation)
         self.rewards[0], self.terminals[0], self.truncations[0] = reward, terminal, truncation
+        return self.observations, self.rewards, self.terminals, self.truncations, info
+
+    def step_action(self, action: Any) -> tuple[Any, Any, Any, Any, dict]:
+        """Step the env on `action` (the env's action, checked by the caller) with
+        same-step autoreset. Returns what the row must hold (the observation: the next
+        episode's first after an end), the reward, terminal, truncation and the info;
+        the caller writes the row (vectors write a whole batch at once)."""
+        observation, reward, terminal, truncation, info = self.env.step(action)
         self._episode_return += float(reward)
         self._episode_length += 1
-        if terminal or truncation:
-            self._write_final_observation(observation)
-            self._stats.add(
-                {"episode_return": self._episode_return, "episode_length": self._episode_length, **_numeric_items(info)}
-            )
-            self._episode_return, self._episode_length = 0.0, 0
-            observation, _ = self.env.reset()
-        self._write_observation(observation)
-        return self.observations, self.rewards, self.terminals, self.truncations, self._stats.drain()
+        if not (terminal or truncation):
+            return observation, reward, terminal, truncation, {}
+        self._write_final_observation(observation)  # now: reset may reuse the env's array
+        self._stats.add(
+            {"episode_return": self._episode_return, "episode_length": self._episode_length, **_numeric_items(info)}
+        )
+        self._episode_return, self._episode_length = 0.0, 0
+        observation, _ = self.env.reset()
+        return observation, reward, terminal, truncation, self._stats.drain()
 
 
 class PettingZooEnv(Adapter):

@@ -183,13 +183,78 @@ class Batcher:
         return rows, env_ids
 
 
-def stepper(env: PufferEnv) -> Callable[[], tuple]:
-    """Step `env` on the actions already in its buffer. The vector validated the whole
-    batch, so adapters skip their own check; other PufferEnvs get them through step()."""
-    if isinstance(env, Adapter):
-        return env.step_written
-    return functools.partial(env.step, env.actions)
+class BatchStepper:
+    """Steps consecutive envs of a vector (a serial batch, a worker's envs) on the actions
+    already in their rows of `buffers`, which the vector checked once for the whole
+    batch, and returns the infos that are not empty.
 
+    Gymnasium adapters get their env actions converted once for the batch
+    (`ActionTree.unflatten_batch`) and their results written once for the batch: the
+    rewards, terminals and truncations as one assignment each, and the observations as one
+    checked copy when the space is a plain Box (each env's own writer otherwise, and to
+    name a bad observation). Other envs step on their own rows."""
+
+    def __init__(self, envs: list[PufferEnv], buffers: Buffers):
+        self._buffers = buffers
+        self.failed = 0
+        if all(isinstance(env, GymnasiumEnv) for env in envs):
+            self._envs = envs
+            self._steps = [env.step_action for env in envs]
+            self._action_tree = envs[0].action_tree
+            leaf = envs[0].observation_tree.leaves[0]
+            # A plain (one leaf, root) space: the batch's observations are one array of this shape.
+            self._flat_observations = None
+            if not leaf.path:
+                self._flat_observations = buffers.observations.view()
+                self._flat_observations.shape = (len(envs), *leaf.shape)  # raises rather than copy
+        else:
+            self._steps = [functools.partial(_step_info, env) for env in envs]
+            self._action_tree = None
+
+    def __call__(self) -> list[dict]:
+        """Step every env; when one raises, `failed` is its index among ours."""
+        if self._action_tree is None:
+            try:
+                infos = []
+                for step in self._steps:
+                    infos.append(step())
+            except BaseException:
+                self.failed = len(infos)
+                raise
+            return [info for info in infos if info]
+        try:
+            results = []
+            for step, action in zip(self._steps, self._action_tree.unflatten_batch(self._buffers.actions)):
+                results.append(step(action))
+        except BaseException:
+            self.failed = len(results)
+            raise
+        observations, rewards, terminals, truncations, infos = zip(*results)
+        rows = self._buffers
+        rows.rewards[:], rows.terminals[:], rows.truncations[:] = rewards, terminals, truncations
+        self._write_observations(observations)
+        return [info for info in infos if info]
+
+    def _write_observations(self, observations: tuple) -> None:
+        out = self._flat_observations
+        if out is not None:
+            try:
+                batch = np.asarray(observations)
+                if batch.shape == out.shape:
+                    np.copyto(out, batch, casting="same_kind")
+                    return
+            except (TypeError, ValueError):
+                pass  # the writers below name the env and leaf that does not fit
+        for env, observation in zip(self._envs, observations):
+            env._write_observation(observation)
+
+
+def _step_info(env: PufferEnv) -> dict:
+    """The info of stepping a non-gymnasium env on its own action rows: adapters skip the
+    check the vector already made, other PufferEnvs check again in step()."""
+    if isinstance(env, Adapter):
+        return env.step_written()[4]
+    return env.step(env.actions)[4]
 
 
 class VectorEnv(PufferEnv):

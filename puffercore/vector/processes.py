@@ -35,7 +35,9 @@ import numpy as np
 
 from puffercore._engine import SharedWords
 from puffercore.env import Buffers, check_actions, check_seed
-from puffercore.vector.common import Batcher, EnvFactory, VectorEnv, check_batching, check_count, merge_infos, stepper
+from puffercore.vector.common import (
+    Batcher, BatchStepper, EnvFactory, VectorEnv, check_batching, check_count, merge_infos,
+)
 
 COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
 WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
@@ -155,7 +157,8 @@ def _worker_main(worker: int, config: dict, connection) -> None:
             env = config["factory"].value(buffers.rows(rows, rows + rows_per_env))
             env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
             envs.append(env)
-        steppers = [stepper(env) for env in envs]
+        first_row = first_env * rows_per_env
+        step = BatchStepper(envs, buffers.rows(first_row, first_row + envs_per_worker * rows_per_env))
         connection.send(("ready", None))
     except BaseException:
         connection.send(("error", (first_env, traceback.format_exc())))
@@ -174,23 +177,24 @@ def _worker_main(worker: int, config: dict, connection) -> None:
             break
         current = first_env
         try:
-            infos = []
-            for j, env in enumerate(envs):
-                current = first_env + j
-                if command == RESET:
-                    seed = None
-                    if words.load(base + HAS_SEED):
-                        seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
-                    _, info = env.reset(seed=seed)
-                else:
-                    _, _, _, _, info = steppers[j]()
-                if info:
-                    infos.append(info)
+            if command == RESET:
+                seed = None
+                if words.load(base + HAS_SEED):
+                    seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
+                infos = []
+                for j, env in enumerate(envs):
+                    current = first_env + j
+                    info = env.reset(seed=seed)[1]
+                    if info:
+                        infos.append(info)
+            else:
+                infos = step()
             if infos:
                 connection.send(("info", infos))
             finish(seq, OK, 1 if infos else 0)
         except BaseException:
-            connection.send(("error", (current, traceback.format_exc())))
+            failed = first_env + step.failed if command == STEP else current
+            connection.send(("error", (failed, traceback.format_exc())))
             finish(seq, ERROR, 0)
     for env in envs:
         env.close()

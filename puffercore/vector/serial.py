@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from puffercore.env import PufferEnv, check_actions, check_seed
-from puffercore.vector.common import Batcher, EnvFactory, VectorEnv, check_batching, merge_infos, stepper
+from puffercore.vector.common import Batcher, BatchStepper, EnvFactory, VectorEnv, check_batching, merge_infos
 
 
 class Serial(VectorEnv):
@@ -48,7 +48,12 @@ class Serial(VectorEnv):
         self._sub_envs_per_env = sub_envs
         for index in range(num_envs):
             self.envs.append(factory(self.buffers.rows(index * rows, (index + 1) * rows)))
-        self._steppers = [stepper(env) for env in self.envs]
+        rows_per_batch = self.batch_size * rows
+        self._steppers = [
+            BatchStepper(self.envs[first : first + self.batch_size],
+                         self.buffers.rows(first * rows, first * rows + rows_per_batch))
+            for first in range(0, num_envs, self.batch_size)
+        ]
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
@@ -70,9 +75,7 @@ class Serial(VectorEnv):
         batch, rows = self._awaiting_actions, self._awaiting_rows
         np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
         self._awaiting_actions = None
-        first_env = batch * self.batch_size
-        for step in self._steppers[first_env : first_env + self.batch_size]:
-            self._batch_infos[batch].append(step()[4])
+        self._batch_infos[batch].extend(self._steppers[batch]())
         self._ready.append(batch)
 
     def recv(self):
