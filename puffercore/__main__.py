@@ -96,7 +96,8 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         config = ppo.PPOConfig.for_env(env, **{**values, **overrides})
         config.validate()
         trainer = ppo.train(config, env)
-    print(ppo.summary(trainer))
+    if trainer.group.is_main:  # under torchrun, one line for the job
+        print(ppo.summary(trainer))
 
 
 def _eval(args: argparse.Namespace) -> None:

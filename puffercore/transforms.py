@@ -25,7 +25,7 @@ sees). Infos are untouched, so episode returns stay in the env's units.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,6 +48,17 @@ class RunningMeanStd:
         self.mean = self.mean + delta * batch_count / total
         self.var = (self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total) / total
         self.count = total
+
+    def moments(self) -> np.ndarray:
+        """[count, count * mean..., count * E[x^2]...]: sums, which add across processes."""
+        return np.concatenate([[self.count], (self.mean * self.count).ravel(),
+                               ((self.var + self.mean ** 2) * self.count).ravel()])
+
+    def set_moments(self, moments: np.ndarray) -> None:
+        count, size = float(moments[0]), self.mean.size
+        self.mean = (moments[1: 1 + size] / count).reshape(self.mean.shape)
+        self.var = np.maximum(moments[1 + size:] / count - self.mean.ravel() ** 2, 0.0).reshape(self.var.shape)
+        self.count = count
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
@@ -82,6 +93,8 @@ class Normalize:
         self.return_stats = RunningMeanStd() if rewards else None
         self.discounted_returns = np.zeros(vec.num_agents, np.float64)
         self.frozen = False
+        # Moments at the last synchronize (the same on every process), to add only news.
+        self._synced = {name: stats.moments() for name, stats in self._statistics()}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.vec, name)
@@ -136,6 +149,21 @@ class Normalize:
                                  f"and this Normalize {'does not use' if stats is None else 'needs'} them")
             if stats is not None:
                 stats.load_state_dict(state[name])
+                self._synced[name] = stats.moments()
+
+    def synchronize(self, sum_over_processes: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Every process's updates since the last call merged into the same statistics
+        everywhere (data-parallel training): `sum_over_processes` adds a float64 array
+        over processes (an all-reduce). Each process contributes what it added since the
+        last synchronize, so nothing is counted twice."""
+        for name, stats in self._statistics():
+            merged = self._synced[name] + sum_over_processes(stats.moments() - self._synced[name])
+            stats.set_moments(merged)
+            self._synced[name] = merged
+
+    def _statistics(self):
+        return [(name, stats) for name, stats in (("observations", self.observation_stats),
+                                                   ("returns", self.return_stats)) if stats is not None]
 
     def metrics(self) -> dict[str, float]:
         """Scalars worth logging: the reward scale and the observation statistics' spread."""

@@ -183,3 +183,28 @@ def test_ppo_checkpoints_restore_normalization_bitwise(tmp_path):
     assert len(returns) == 1 and np.isfinite(returns[0])
     assert torch.isfinite(trainer.rollout["reward"]).all()
     assert os.path.isfile(tmp_path / "run" / "metrics.csv")
+
+
+def test_synchronize_merges_each_process_once():
+    """Two Normalize (as two ranks would hold) fed different data: after synchronize both
+    hold the statistics of all the data, and a second synchronize adds only news."""
+    ranks = [Normalize(puffercore.vector.make(CartPole, 2, backend="serial", seed=seed), rewards=False)
+             for seed in (0, 1)]
+    everything = RunningMeanStd((4,))
+    for vec in ranks:
+        vec.vec.reset(seed=None)
+    for _ in range(2):
+        for vec in ranks:
+            for _ in range(7):
+                obs = vec.vec.step(np.ones(2, np.int32))[0]  # raw, fed to this rank's statistics
+                vec.observation_stats.update(obs)
+                everything.update(obs)
+        deltas = [vec.observation_stats.moments() - vec._synced["observations"] for vec in ranks]
+        for vec in ranks:  # an all-reduce: every rank gets the sum of every rank's news
+            vec.synchronize(lambda _: deltas[0] + deltas[1])
+        for vec in ranks:
+            np.testing.assert_allclose(vec.observation_stats.mean, everything.mean, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(vec.observation_stats.var, everything.var, rtol=1e-7, atol=1e-12)
+            assert vec.observation_stats.count == pytest.approx(everything.count)
+    for vec in ranks:
+        vec.close()

@@ -47,9 +47,10 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
     total_timesteps to extend the run); `env` is needed only when the checkpoint could
     not name it (a lambda or a vector env instance). `stop_after`: end after that many
-    updates of this call (checkpointing as at the end), as a preempted job would
-    (resumes bit for bit when it ends on a checkpoint period). `until(trainer)`: checked
-    after each update; True ends the run early (benchmarks stop at a target return)."""
+    updates of this call (checkpointing as at the end), as a preempted job would.
+    `until(trainer)`: called
+    after each update (on every rank of a torchrun job, where rank 0's answer counts);
+    True ends the run early (benchmarks stop at a target return)."""
     saved = None
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME))
@@ -64,8 +65,10 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
         if saved is not None:
             trainer.load_state_dict(saved)
         _run(trainer, stop_after, until, resumed=saved is not None)
-    finally:
-        trainer.close()
+    except BaseException:
+        trainer.close(failed=True)
+        raise
+    trainer.close()
     return trainer
 
 
@@ -97,13 +100,19 @@ def _saved_env(spec: str | None, env: Any, path: str) -> Any:
 
 
 def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
-    config = trainer.config
-    run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
-                        trainer.seeds)
-    metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
-                            wandb_project=config.wandb_project or None,
-                            resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
-    interactive = sys.stdout.isatty() and not config.quiet
+    """The update loop. Under torchrun only rank 0 writes (run files, metrics, console,
+    checkpoints) and decides when to log and stop; the other ranks follow its decisions,
+    so their collectives always line up."""
+    config, group = trainer.config, trainer.group
+    metrics = None
+    if group.is_main:
+        run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
+                            trainer.seeds)
+        metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
+                                wandb_project=config.wandb_project or None,
+                                resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
+    quiet = config.quiet or not group.is_main
+    interactive = sys.stdout.isatty() and not quiet
     start = time.perf_counter() - sum(trainer.timers.values())  # a resumed run counts its earlier time
     session_start, session_first_step = time.perf_counter(), trainer.global_step
     last_log = time.perf_counter()
@@ -120,14 +129,18 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
             trainer.global_step += trainer.transitions_per_update
 
             finished = trainer.update == trainer.num_updates
-            stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or (until and until(trainer))
+            stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
+                bool(until and until(trainer))
+            log_now = finished or stopped or time.perf_counter() - last_log >= config.log_interval
+            log_now, stopped = _rank0_decides(group, log_now, stopped)
             if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
                 trainer.save_checkpoint()
-            if finished or stopped or time.perf_counter() - last_log >= config.log_interval:
+            if log_now:
                 last_log = time.perf_counter()
-                scalars = trainer.metrics(time.perf_counter() - start)
-                metrics.log(trainer.global_step, scalars)
-                if not config.quiet:
+                scalars = trainer.metrics(time.perf_counter() - start)  # every rank: episode stats are gathered
+                if metrics is not None:
+                    metrics.log(trainer.global_step, scalars)
+                if not quiet:
                     rate = (trainer.global_step - session_first_step) / max(time.perf_counter() - session_start, 1e-9)
                     view = logger.console_view(_title(trainer, time.perf_counter() - start, rate), scalars,
                                                trainer.update / trainer.num_updates)
@@ -140,7 +153,16 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
         trainer.save_checkpoint()
     finally:
         trainer.elapsed = time.perf_counter() - start
-        metrics.close()
+        if metrics is not None:
+            metrics.close()
+
+
+def _rank0_decides(group, log_now: bool, stopped: bool) -> tuple[bool, bool]:
+    """Rank 0's (log, stop) decisions on every rank (one tiny all-reduce per update)."""
+    if group.world_size == 1:
+        return log_now, stopped
+    flags = group.sum(torch.tensor([float(log_now), float(stopped)]) * float(group.is_main))
+    return bool(flags[0]), bool(flags[1])
 
 
 def _title(trainer: Trainer, elapsed: float, rate: float) -> str:

@@ -24,6 +24,8 @@ import torch
 from puffercore import advantage, checkpoint, envs, run
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
+from puffercore.ppo.distributed import Group
+from puffercore.ppo.loss import ppo_loss
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
@@ -56,36 +58,38 @@ class Trainer:
         source = envs.resolve(env)
         self.env_name, self.env_spec, self.config = source.name, source.spec, config
         self.owns_vec = source.vector is None
-        self.device = torch.device(config.device)
+        self.group = Group.from_environment(config.device)  # torchrun's ranks, or this process alone
+        self.device = torch.device(self.group.device(config.device))
         self.seeds = named_seeds(config.seed, SEED_NAMES)
-        self.vec = make_vector(source, config, self.seeds["envs"])
+        self.vec = make_vector(source, config, self._rank_seed("envs"))
         try:
             self.vec = normalized(self.vec, config)
             self._setup(run_dir)
         except BaseException:
-            self.close()
+            self.close(failed=True)
             raise
 
     def _setup(self, run_dir: str | None) -> None:
         config, vec = self.config, self.vec
         torch.set_num_threads(config.torch_threads or _free_cores(vec))
-        torch.manual_seed(self.seeds["torch"])  # weight init
+        torch.manual_seed(self.seeds["torch"])  # weight init, the same on every rank
         self.policy = make_policy(vec, config).to(self.device)
+        self.group.broadcast_parameters(self.policy)
         # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
         # shrink the actor's to nothing under one global norm.
         self.parameter_groups = self.policy.parameter_groups()
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5)
-        self.action_rng = torch.Generator(self.device).manual_seed(self.seeds["torch"])
-        self.sampling_rng = torch.Generator().manual_seed(self.seeds["sampling"])
+        self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
+        self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 
         self.rows, horizon = vec.num_agents, config.horizon
         self.rollout = allocate_rollout(self.rows, horizon, vec.single_observation_space, self.policy, self.device)
-        self.transitions_per_update = self.rows * horizon
+        self.transitions_per_update = self.rows * horizon * self.group.world_size  # all ranks' steps
         self.num_updates = -(-config.total_timesteps // self.transitions_per_update)  # at least total_timesteps
-        if config.minibatch_size > self.transitions_per_update:
+        if config.minibatch_size > self.rows * horizon:
             raise ValueError(
                 f"minibatch_size={config.minibatch_size} exceeds the transitions of one rollout "
-                f"({self.rows} rows x horizon {horizon} = {self.transitions_per_update})"
+                f"({self.rows} rows x horizon {horizon} = {self.rows * horizon})"
             )
         # Per-row collection state: next slot to write (horizon + 1: full), whether the
         # row stepped past a full rollout (its slot-T action was not kept), LSTM state.
@@ -100,16 +104,24 @@ class Trainer:
         self.interrupted = False  # Ctrl-C ended the run
         self.timers = {"env": 0.0, "inference": 0.0, "learn": 0.0}
         self.recent_episodes: collections.deque = collections.deque()  # (mean return, count)
+        self.pending_recent: list = []  # this rank's, not yet gathered (torchrun jobs)
         self.episode_sums: dict[str, float] = {}
         self.episode_counts: dict[str, float] = {}
         self.losses: dict[str, float] = {}
         self.run_dir = run_dir or self.config.run_dir or run.default_run_dir(self.env_name)
 
+    def _rank_seed(self, name: str, update: int = 0) -> int:
+        """The named seed on rank 0 of a fresh run; other ranks and resumed runs get
+        distinct seeds derived from it (their envs and samples must not repeat rank 0's)."""
+        if self.group.rank == 0 and update == 0:
+            return self.seeds[name]
+        return derive_seed(self.seeds[name], self.group.rank + (update << 16))
+
     # ---- collection ---------------------------------------------------------------------
     def reset_envs(self) -> None:
         """Start (or resume) collection: every env reset with a seed fixed by (env seed,
         update), every row at slot 0 with a fresh recurrent state."""
-        self.vec.async_reset(seed=derive_seed(self.seeds["envs"], self.update) % 2**63)
+        self.vec.async_reset(seed=derive_seed(self._rank_seed("envs"), self.update) % 2**63)
         self.position[:] = 0
         self.ran_ahead[:] = False
         if self.state is not None:
@@ -148,6 +160,8 @@ class Trainer:
             self.vec.send(actions)
             self.timers["env"] += (received - start) + (time.perf_counter() - inferred)
             self.timers["inference"] += inferred - received
+        if isinstance(self.vec, Normalize) and self.group.world_size > 1:
+            self.vec.synchronize(lambda moments: self.group.sum(torch.from_numpy(moments)).numpy())
 
     def _rows_of(self, env_ids: np.ndarray, count: int) -> np.ndarray | slice:
         """Storage rows of a batch: env_ids index envs of `count // len(env_ids)` rows."""
@@ -230,9 +244,16 @@ class Trainer:
                 self.episode_sums[key] = self.episode_sums.get(key, 0.0) + value * episodes
                 self.episode_counts[key] = self.episode_counts.get(key, 0.0) + episodes
         if "episode_return" in info:
-            self.recent_episodes.append((info["episode_return"], episodes))
-            while sum(count for _, count in self.recent_episodes) - self.recent_episodes[0][1] >= RECENT_EPISODES:
-                self.recent_episodes.popleft()
+            if self.group.world_size == 1:
+                self._add_recent([(info["episode_return"], episodes)])
+            else:  # joins every rank's window at the next metrics()
+                self.pending_recent.append((info["episode_return"], episodes))
+
+    def _add_recent(self, entries) -> None:
+        self.recent_episodes.extend(entries)
+        while self.recent_episodes and \
+                sum(count for _, count in self.recent_episodes) - self.recent_episodes[0][1] >= RECENT_EPISODES:
+            self.recent_episodes.popleft()
 
     def recent_return(self) -> float | None:
         """Mean return of about the last RECENT_EPISODES episodes (infos report per-batch
@@ -282,6 +303,7 @@ class Trainer:
                 losses = self._minibatch_loss(minibatch, by_rows, weights)
                 self.optimizer.zero_grad()
                 losses["loss"].backward()
+                self.group.average_gradients(self.policy.parameters())
                 for group, parameters in self.parameter_groups.items():
                     norm = torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
                     stats["grad_norm" + (group and "_" + group)] += float(norm)
@@ -289,7 +311,7 @@ class Trainer:
                 for key, value in losses.items():
                     stats[key] += float(value.detach())
                 minibatches += 1
-                if config.target_kl and float(losses["approx_kl"]) > config.target_kl:
+                if config.target_kl and float(self.group.mean(losses["approx_kl"].clone())) > config.target_kl:
                     stop = True
                     break
             if stop:
@@ -316,7 +338,7 @@ class Trainer:
             out = self.policy(minibatch["obs"])
             new_log_prob, entropy = self.policy.evaluate(out, minibatch["action"])
             flat, new_value = minibatch, out.value
-        return ppo_loss(new_log_prob, entropy, new_value, flat, config, weights)
+        return ppo_loss(new_log_prob, entropy, new_value, flat, config, weights, self.group)
 
     def _replay_rows(self, minibatch: dict):
         """Re-run the policy along whole rows from their stored initial state, resetting
@@ -351,10 +373,15 @@ class Trainer:
                     "torch": torch.get_rng_state(), "numpy": np.random.get_state()},
             "counters": {"update": self.update, "global_step": self.global_step,
                          "timers": dict(self.timers)},
+            "world_size": self.group.world_size,
             "normalize": self.vec.state_dict() if isinstance(self.vec, Normalize) else None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved_world = state.get("world_size", 1)
+        if saved_world != self.group.world_size:
+            raise ValueError(f"this checkpoint was trained on {saved_world} rank(s); resume it with the same number "
+                             f"(torchrun --nproc-per-node {saved_world} ...), not {self.group.world_size}")
         self.policy.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.action_rng.set_state(state["rng"]["action"])
@@ -364,15 +391,23 @@ class Trainer:
         self.update = state["counters"]["update"]
         self.global_step = state["counters"]["global_step"]
         self.timers = dict(state["counters"]["timers"])
+        if self.group.rank > 0:  # the saved streams are rank 0's; this rank continues on its own
+            self.action_rng.manual_seed(self._rank_seed("torch", self.update))
+            self.sampling_rng.manual_seed(self._rank_seed("sampling", self.update))
         if isinstance(self.vec, Normalize):
             self.vec.load_state_dict(state["normalize"])
 
     def save_checkpoint(self) -> str:
+        """Rank 0 writes (every rank holds the same model); returns the path."""
         path = os.path.join(self.run_dir, run.CHECKPOINT_NAME)
-        checkpoint.save(path, self.state_dict())
+        if self.group.is_main:
+            checkpoint.save(path, self.state_dict())
         return path
 
     def metrics(self, elapsed: float) -> dict[str, float]:
+        """Scalars since the last call; under torchrun every rank calls it together and
+        the episode statistics cover every rank's episodes."""
+        self._gather_episodes()
         scalars = {"update": self.update, "sps": self.global_step / max(elapsed, 1e-9)}
         for key, total in self.episode_sums.items():
             scalars[key] = total / self.episode_counts[key]
@@ -387,48 +422,24 @@ class Trainer:
         self.episode_sums, self.episode_counts = {}, {}
         return scalars
 
-    def close(self) -> None:
+    def _gather_episodes(self) -> None:
+        if self.group.world_size == 1:
+            return
+        import torch.distributed as dist
+
+        gathered: list = [None] * self.group.world_size
+        dist.all_gather_object(gathered, (self.episode_sums, self.episode_counts, self.pending_recent))
+        self.episode_sums, self.episode_counts, self.pending_recent = {}, {}, []
+        for sums, counts, recent in gathered:
+            for key in sums:
+                self.episode_sums[key] = self.episode_sums.get(key, 0.0) + sums[key]
+                self.episode_counts[key] = self.episode_counts.get(key, 0.0) + counts[key]
+            self._add_recent(recent)  # the same window on every rank
+
+    def close(self, failed: bool = False) -> None:
         if self.owns_vec:
             self.vec.close()
-
-
-def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch.Tensor, batch: dict[str, torch.Tensor],
-             config: PPOConfig, weights: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """The PPO objective on one minibatch (flat [B] tensors): the clipped surrogate on
-    advantages normalized over the minibatch (`norm_adv`), the value loss clipped around
-    the old values (`clip_vloss`), the entropy bonus; padding rows (mask False) are left
-    out of every mean. `batch` holds the rollout's log_prob, advantage, return, value,
-    mask; `weights`: importance weights of prioritized rows. Returns the loss and its
-    parts with approx KL and the clip fraction (both detached)."""
-    live = batch["mask"].float()
-    count = live.sum().clamp(min=1.0)
-
-    def masked_mean(x):
-        return (x * live).sum() / count
-
-    log_ratio = new_log_prob - batch["log_prob"]
-    ratio = log_ratio.exp()
-    advantages = batch["advantage"]
-    if config.norm_adv:
-        mean = masked_mean(advantages)
-        std = masked_mean((advantages - mean) ** 2).sqrt()
-        advantages = (advantages - mean) / (std + 1e-8)
-    if weights is not None:
-        advantages = advantages * weights
-    policy_loss = masked_mean(torch.max(-advantages * ratio,
-                                        -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)))
-    if config.clip_vloss:
-        clipped = batch["value"] + (new_value - batch["value"]).clamp(-config.clip_coef, config.clip_coef)
-        value_loss = 0.5 * masked_mean(torch.max((new_value - batch["return"]) ** 2, (clipped - batch["return"]) ** 2))
-    else:
-        value_loss = 0.5 * masked_mean((new_value - batch["return"]) ** 2)
-    entropy_loss = masked_mean(entropy)
-    loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
-    with torch.no_grad():
-        approx_kl = masked_mean((ratio - 1) - log_ratio)
-        clip_fraction = masked_mean(((ratio - 1).abs() > config.clip_coef).float())
-    return {"loss": loss, "policy": policy_loss.detach(), "value": value_loss.detach(),
-            "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
+        self.group.close(failed)
 
 
 RECENT_EPISODES = 20

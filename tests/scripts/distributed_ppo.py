@@ -1,0 +1,44 @@
+"""Run under torchrun by tests/test_distributed.py: PPO on the native CartPole, each rank
+writing a digest of its parameters after every update to OUT/rank<R>.txt, so the test
+can check that all ranks hold the same model. `--fail-at N`: rank 1 raises at update N.
+
+    torchrun --standalone --nproc-per-node 2 tests/scripts/distributed_ppo.py OUT RUN_DIR [--resume] [--fail-at N]
+"""
+
+import argparse
+import hashlib
+import os
+
+import torch
+
+from puffercore import ppo
+
+parser = argparse.ArgumentParser()
+parser.add_argument("out")
+parser.add_argument("run_dir")
+parser.add_argument("--resume", action="store_true")
+parser.add_argument("--fail-at", type=int, default=0)
+parser.add_argument("--updates", type=int, default=4)
+args = parser.parse_args()
+rank = int(os.environ["RANK"])
+digests = open(os.path.join(args.out, f"rank{rank}.txt"), "a")
+
+
+def record(trainer) -> bool:
+    if args.fail_at and trainer.update == args.fail_at and trainer.group.rank == 1:
+        raise RuntimeError("rank 1 fails on purpose")
+    flat = torch.cat([p.detach().reshape(-1) for p in trainer.policy.parameters()])
+    flat = torch.cat([flat, torch.from_numpy(trainer.vec.observation_stats.mean).float()])  # normalization too
+    digests.write(f"{trainer.update} {hashlib.sha256(flat.numpy().tobytes()).hexdigest()}\n")
+    digests.flush()
+    return False
+
+
+config = ppo.PPOConfig.for_env("cartpole", num_envs=8, horizon=16, minibatch_size=64, backend="serial",
+                               total_timesteps=2 * 8 * 16 * args.updates, quiet=True, tensorboard=False,
+                               run_dir=args.run_dir, log_interval=0.0, norm_obs=True, norm_reward=True)
+if args.resume:
+    trainer = ppo.train({"total_timesteps": 2 * 8 * 16 * args.updates}, resume=args.run_dir, until=record)
+else:
+    trainer = ppo.train(config, "cartpole", until=record)
+print(f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step}")
