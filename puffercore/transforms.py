@@ -116,14 +116,14 @@ class Normalize:
 
     def step(self, actions):
         observations, rewards, terminals, truncations, info = self.vec.step(actions)
-        self._transform(slice(None), observations, rewards, terminals, truncations, self.vec.masks)
+        self._transform(slice(None), observations, rewards, terminals, truncations, self.vec.masks,
+                        self.vec.final_observations)
         return observations, rewards, terminals, truncations, info
 
     def recv(self):
         batch = self.vec.recv()
-        observations, rewards, terminals, truncations, _, env_ids, masks = batch
-        self._transform(self._batch_rows(env_ids, len(observations)), observations, rewards, terminals, truncations,
-                        masks)
+        observations, rewards, terminals, truncations, _, _, masks = batch
+        self._transform(batch.rows, observations, rewards, terminals, truncations, masks, batch.final_observations)
         return batch
 
     def send(self, actions) -> None:
@@ -175,24 +175,16 @@ class Normalize:
         return scalars
 
     # ---- the transforms --------------------------------------------------------------
-    @staticmethod
-    def _batch_rows(env_ids: np.ndarray, count: int):
-        """Rows of a recv batch of `count` rows: every env id owns count // len(env_ids)."""
-        per_env = count // len(env_ids)
-        first, last = int(env_ids[0]), int(env_ids[-1])
-        if last - first + 1 == len(env_ids):
-            return slice(first * per_env, (last + 1) * per_env)
-        return (np.asarray(env_ids)[:, None] * per_env + np.arange(per_env)).ravel()
-
-    def _transform(self, rows, observations, rewards, terminals, truncations, masks) -> None:
+    def _transform(self, rows, observations, rewards, terminals, truncations, masks, final_observations) -> None:
+        """In place on a batch's arrays (`rows`: its rows of the vector, for the running
+        returns; `final_observations`: the batch's, views or gathered copies)."""
         ended = terminals | truncations
         if self.observation_stats is not None:
             self._observations(observations, masks)
             if ended.any():  # their final observations, with the same statistics
-                ended_rows = np.arange(self.vec.num_agents)[rows][ended]
-                finals = self.vec.final_observations[ended_rows]
+                finals = final_observations[ended]
                 self._normalize(finals)
-                self.vec.final_observations[ended_rows] = finals
+                final_observations[ended] = finals
         if self.return_stats is not None:
             returns = self.discounted_returns[rows] * self.gamma + rewards
             if not self.frozen:

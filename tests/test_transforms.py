@@ -112,7 +112,7 @@ class RawCopies:
 
     def recv(self):
         batch = self.vec.recv()
-        self.observations, self.final_observations_before = batch[0].copy(), self.vec.final_observations.copy()
+        self.observations, self.final_observations_before = batch[0].copy(), batch.final_observations.copy()
         return batch
 
 
@@ -127,13 +127,14 @@ def test_staggered_batches_and_final_observations(backend, num_workers, batch_si
     vec.async_reset(seed=5)
     ended = 0
     for step in range(80):
-        obs, _, terminals, truncations, _, env_ids, _ = vec.recv()
+        batch = vec.recv()
+        obs, _, terminals, truncations, _, env_ids, _ = batch
         stats = vec.observation_stats
         scale = np.sqrt(stats.var + 1e-8)
         np.testing.assert_allclose(obs, (raw.observations - stats.mean) / scale, rtol=1e-5, atol=1e-5)
-        done = env_ids[terminals | truncations]  # one row per env here
-        ended += len(done)
-        np.testing.assert_allclose(vec.final_observations[done],
+        done = terminals | truncations
+        ended += done.sum()
+        np.testing.assert_allclose(batch.final_observations[done],
                                    (raw.final_observations_before[done] - stats.mean) / scale, rtol=1e-5, atol=1e-5)
         vec.send(np.full(len(env_ids), step % 2, np.int32))
     assert ended > 0

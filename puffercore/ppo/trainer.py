@@ -152,10 +152,10 @@ class Trainer:
         horizon = self.config.horizon
         while (self.position <= horizon).any():
             start = time.perf_counter()
-            obs, rewards, terminals, truncations, info, env_ids, masks = self.vec.recv()
+            batch = self.vec.recv()
             received = time.perf_counter()
-            self._record_info(info)
-            actions = self._step_rows(self._rows_of(env_ids, len(obs)), obs, rewards, terminals, truncations, masks)
+            self._record_info(batch.info)
+            actions = self._step_rows(batch)
             inferred = time.perf_counter()
             self.vec.send(actions)
             self.timers["env"] += (received - start) + (time.perf_counter() - inferred)
@@ -163,20 +163,15 @@ class Trainer:
         if isinstance(self.vec, Normalize) and self.group.world_size > 1:
             self.vec.synchronize(lambda moments: self.group.sum(torch.from_numpy(moments)).numpy())
 
-    def _rows_of(self, env_ids: np.ndarray, count: int) -> np.ndarray | slice:
-        """Storage rows of a batch: env_ids index envs of `count // len(env_ids)` rows."""
-        per_env = count // len(env_ids)
-        first, last = int(env_ids[0]), int(env_ids[-1])
-        if last - first + 1 == len(env_ids):
-            return slice(first * per_env, (last + 1) * per_env)
-        return (np.asarray(env_ids)[:, None] * per_env + np.arange(per_env)).ravel()
-
     @torch.no_grad()
-    def _step_rows(self, rows, obs, rewards, terminals, truncations, masks) -> np.ndarray:
-        """One batch of the collection loop; returns the actions to send. Usually every
-        row of a batch is at the same slot (basic indexing); rows at different slots (a
-        threads backend mixing batches) take the scattered path."""
+    def _step_rows(self, batch) -> np.ndarray:
+        """One batch of the collection loop (a vector env's Batch: its arrays, its rows of
+        the vector, the final observations of its rows that ended); returns the actions
+        to send. Usually every row of a batch is at the same slot (basic indexing); rows
+        at different slots (a threads backend mixing batches) take the scattered path."""
         horizon, rollout, device = self.config.horizon, self.rollout, self.device
+        obs, rewards, terminals, truncations, _, _, masks = batch
+        rows = batch.rows
         row_ids = np.arange(self.rows)[rows]
         row_index = rows if isinstance(rows, slice) else torch.as_tensor(rows, device=device)
         position = self.position[rows]
@@ -209,7 +204,7 @@ class Trainer:
             truncated = np.flatnonzero(truncations & has_previous)
             if truncated.size:
                 # Truncations bootstrap from V(final observation), before the autoreset.
-                final_obs = torch.as_tensor(self.vec.final_observations[row_ids[truncated]], device=device)
+                final_obs = torch.as_tensor(batch.final_observations[truncated], device=device)
                 final_state = None
                 if state is not None:
                     at = torch.as_tensor(truncated, device=device)
