@@ -14,8 +14,10 @@ Rows (each at every env count, where it makes sense):
   envpool               EnvPool's C++ CartPole (if installed)
 Actions come from a pool drawn beforehand, so random number generation is not what is
 timed. Then the targets: threads vs the single-thread loop and vs EnvPool at 4096 envs,
-processes vs AsyncVectorEnv at 2 x 64 envs, staggered vs sync on an env whose step
-cost varies, and the engine's hand-off latency. A PNG plot goes to --plot.
+processes vs AsyncVectorEnv at 2 x 64 envs, gymnasium's SyncVectorEnv vs serial /
+processes / staggered on CartPole-v1 and Acrobot-v1 (with the adapter's overhead per env
+step), staggered vs sync on an env whose step cost varies, and the engine's hand-off
+latency. A PNG plot goes to --plot.
 
 --env MODULE:CALLABLE measures your env instead of CartPole: a native env (a
 puffercore NativeEnv subclass) on the native and threads rows, any other creator
@@ -149,6 +151,29 @@ class GymVector:
         self.env.close()
 
 
+class RawEnvs(GymVector):
+    """The bare cost of the envs: each gymnasium env's own step() in a Python loop, with
+    the reset after an episode ends, and nothing else."""
+
+    def __init__(self, creator, num_envs):
+        self.envs = [creator() for _ in range(num_envs)]
+        self.num_agents = num_envs
+        self.single_action_space = self.envs[0].action_space
+
+    def reset(self, seed):
+        for index, env in enumerate(self.envs):
+            env.reset(seed=seed + index)
+
+    def step(self, actions):
+        for env, action in zip(self.envs, actions.astype(np.int64)):
+            if any(env.step(action)[2:4]):
+                env.reset()
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
 class EnvPoolVector(GymVector):
     def __init__(self, num_envs, num_threads):
         import envpool
@@ -234,6 +259,52 @@ def ratio_line(label, numerator, denominator, target=None):
     print(f"  {label}: {value:.2f}x{verdict}")
 
 
+PYTHON_ENVS = (("CartPole-v1", (64, 256)), ("Acrobot-v1", (64,)))
+ROUNDS = 5
+
+
+def python_env_ratios(args):
+    """gymnasium's SyncVectorEnv against puffercore on Python envs. Every contender is built
+    first, then all are timed in alternating rounds (medians), so that a disturbance on a
+    shared machine hits them alike."""
+    print("\nPython envs: puffercore / gymnasium SyncVectorEnv, side by side "
+          f"(median of {ROUNDS} rounds of {args.seconds / 2} s)")
+    for env_id, counts in PYTHON_ENVS:
+        creator = functools.partial(gymnasium.make, env_id)
+        for n in counts:
+            make = functools.partial(puffercore.vector.make, creator, n)
+            builders = {
+                "SyncVectorEnv": (lambda: GymVector(gymnasium.vector.SyncVectorEnv([creator] * n)), "sync"),
+                "raw env.step": (lambda: RawEnvs(creator, n), "sync"),
+                "serial": (make, "sync"),
+                "processes x2": (lambda: make(backend="processes", num_workers=2), "sync"),
+                "staggered x2": (lambda: make(backend="processes", num_workers=2, batch_size=n // 2), "staggered"),
+            }
+            contenders = {}
+            try:
+                for name, (build, kind) in builders.items():
+                    contenders[name] = (build(), sync_rate if kind == "sync" else staggered_rate)
+                rates = {name: [] for name in contenders}
+                for _ in range(ROUNDS):
+                    for name, (env, measure_rate) in contenders.items():
+                        rates[name].append(measure_rate(env, args.seconds / 2))
+            finally:
+                for env, _ in contenders.values():
+                    env.close()
+            rates = {name: float(np.median(values)) for name, values in rates.items()}
+            peer = rates["SyncVectorEnv"]
+            print(f"  {env_id} {n} envs: SyncVectorEnv {peer / 1e3:.1f} k steps/s | " + ", ".join(
+                f"{name} {rates[name] / 1e3:.1f} k ({rates[name] / peer:.2f}x)"
+                for name in ("serial", "processes x2", "staggered x2")))
+            print(f"    adapter overhead: serial {1e6 / rates['serial']:.2f} us per env step - raw env.step "
+                  f"{1e6 / rates['raw env.step']:.2f} us = {1e6 / rates['serial'] - 1e6 / rates['raw env.step']:.2f} us")
+            if env_id == "CartPole-v1" and n == 256:
+                ratio_line("serial / SyncVectorEnv, CartPole-v1 256", rates["serial"], peer, 0.95)
+                ratio_line("processes x2 / SyncVectorEnv, CartPole-v1 256", rates["processes x2"], peer, 1.6)
+                ratio_line("staggered x2 / processes x2, CartPole-v1 256", rates["staggered x2"],
+                           rates["processes x2"], 1.0)
+
+
 def targets(args, results):
     print("\nTargets")
     n = 4096
@@ -254,6 +325,7 @@ def targets(args, results):
         print(f"  processes 2 workers x 64 envs: {processes / 1e3:.1f} k steps/s; AsyncVectorEnv 128 envs: "
               f"{async_peer / 1e3:.1f} k steps/s")
     ratio_line("processes / gymnasium AsyncVectorEnv, CartPole-v1 128 envs", processes, async_peer, 5)
+    python_env_ratios(args)
 
     # Uneven step cost, 0-200 us per step (uniform). Sync steps every env, then runs the
     # policy on all rows; staggered (batch = half the envs) runs it on the half that is
