@@ -77,11 +77,9 @@ class Normalize:
                  clip_observations: float | None = 10.0, clip_rewards: float | None = 10.0, epsilon: float = 1e-8):
         if not (observations or rewards):
             raise ValueError("Normalize needs observations=True or rewards=True")
-        if observations and vec.single_observation_space.dtype != np.float32:
-            raise ValueError(f"observation normalization needs float32 observations, got "
+        if observations and vec.single_observation_space.dtype.kind != "f":
+            raise ValueError(f"observation normalization needs float observations, got "
                              f"{vec.single_observation_space.dtype} (byte rows of a structured space or images)")
-        if observations and getattr(vec, "observation_tree", None) is not None and vec.observation_tree.is_bytes:
-            raise ValueError("observation normalization needs one float32 row; this env packs mixed dtypes as bytes")
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
         for name, clip in (("clip_observations", clip_observations), ("clip_rewards", clip_rewards)):

@@ -156,3 +156,18 @@ def test_board_game_presets_train_against_their_opponents(tmp_path, env):
     # Illegal moves raise in these envs: training through the mask never made one.
     assert all(row.get("illegal_move_rate", 0.0) == 0.0 for row in rows)
     assert np.isfinite(trainer.losses["loss/loss"]) and torch.isfinite(trainer.rollout["value"]).all()
+
+
+def test_mujoco_tasks_get_cleanrl_continuous_settings(tmp_path):
+    pytest.importorskip("mujoco", reason="the mujoco extra (pip install 'puffercore[mujoco]')")
+    for name in ("Hopper-v5", "gymnasium:HalfCheetah-v5"):
+        config = PPOConfig.for_env(name)
+        assert (config.horizon, config.minibatch_size, config.update_epochs, config.ent_coef) == (2048, 64, 10, 0.0)
+        assert config.norm_obs and config.norm_reward and config.num_envs == 1
+    assert PPOConfig.for_env("Acrobot-v1") == PPOConfig()  # no preset: the defaults
+    config = PPOConfig.for_env("Hopper-v5", total_timesteps=2 * 256, horizon=256, quiet=True, tensorboard=False,
+                               run_dir=str(tmp_path))
+    trainer = ppo.train(config, "Hopper-v5")
+    assert trainer.global_step == 512 and trainer.policy.head.is_continuous
+    assert trainer.vec.observation_stats.count > 512  # float64 observations, normalized
+    assert len(ppo.evaluate(str(tmp_path), episodes=1, max_steps=300)) == 1

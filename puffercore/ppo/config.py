@@ -72,9 +72,9 @@ class PPOConfig:
 
     @classmethod
     def for_env(cls, env: Any, **overrides) -> "PPOConfig":
-        """The config for `env`: defaults, then the preset of an ocean env's name, then
-        `overrides`."""
-        preset = PRESETS.get(env, {}) if isinstance(env, str) else {}
+        """The config for `env`: defaults, then the preset of an ocean env's name (or of
+        gymnasium's MuJoCo tasks), then `overrides`."""
+        preset = preset_for(env)
         values = {**preset, **overrides}
         unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
@@ -146,3 +146,26 @@ PRESETS: dict[str, dict[str, Any]] = {
         learning_rate=1e-3, hidden_size=256, gamma=0.995,
     ),
 }
+
+# gymnasium's MuJoCo tasks (HalfCheetah, Hopper, Walker2d, Ant, ...): CleanRL's
+# ppo_continuous_action.py settings: one env, 2048-step rollouts, 10 epochs of
+# 64-transition minibatches, no entropy bonus, observations and rewards normalized.
+MUJOCO_PRESET: dict[str, Any] = dict(
+    total_timesteps=1_000_000, backend="serial", num_envs=1, horizon=2048, minibatch_size=64, update_epochs=10,
+    learning_rate=3e-4, ent_coef=0.0, norm_obs=True, norm_reward=True,
+)
+
+
+def preset_for(env: Any) -> dict[str, Any]:
+    """The preset of `env`: by ocean env name, or the MuJoCo preset for a gymnasium id
+    whose env lives in gymnasium.envs.mujoco; {} for anything else."""
+    if not isinstance(env, str):
+        return {}
+    if env in PRESETS:
+        return PRESETS[env]
+    import gymnasium
+
+    spec = gymnasium.registry.get(env.removeprefix("gymnasium:"))
+    entry_point = spec.entry_point if spec is not None and isinstance(spec.entry_point, str) else ""
+    return MUJOCO_PRESET if entry_point.startswith("gymnasium.envs.mujoco") else {}
+
