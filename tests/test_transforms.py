@@ -159,7 +159,7 @@ def test_freeze_state_dict_and_errors():
         Normalize(other.vec, rewards=True).load_state_dict({"observations": state["observations"]})
     from puffercore.ocean import Snake
 
-    with pytest.raises(ValueError, match="needs float32 observations"):
+    with pytest.raises(ValueError, match="needs float observations, got uint8"):
         Normalize(puffercore.vector.make(Snake, 1, backend="serial"))
     with pytest.raises(ValueError, match="gamma must be in"):
         Normalize(other.vec, gamma=2.0)
