@@ -190,7 +190,9 @@ def _worker_main(worker: int, config: dict, connection) -> None:
             else:
                 infos = step()
             if infos:
-                connection.send(("info", infos))
+                # One merged dict (exact: merge_infos weighs by episodes): small enough
+                # that the send never waits for the caller, who reads it once we finish.
+                connection.send(("info", merge_infos(infos)))
             finish(seq, OK, 1 if infos else 0)
         except BaseException:
             failed = first_env + step.failed if command == STEP else current
@@ -413,8 +415,9 @@ class Processes(VectorEnv):
             errors.append((worker, env_index, text))
             return True
         if self._words.load(base + HAS_INFO):
-            _, infos = self._receive(worker, timeout=10.0)
-            self._pending_infos.extend(infos)
+            # Sent whole before the worker marked the command done: read it without a poll.
+            _, info = self._connections[worker].recv()
+            self._pending_infos.append(info)
         return False
 
     def _fail(self, failure: str) -> None:
