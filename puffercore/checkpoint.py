@@ -1,31 +1,46 @@
-"""Atomic checkpoints: a dict of tensors, arrays and plain data saved so that a crash
-mid-write never leaves a truncated file where a good one was.
+"""Atomic checkpoints that load without running code: a dict of tensors, NumPy arrays and
+plain data (dicts, lists, tuples, str, numbers, None).
 
-    checkpoint.save(path, {"model": model.state_dict(), "update": 7})
-    state = checkpoint.load(path)
+    checkpoint.save(path, {"model": model.state_dict(), "rng": np.random.get_state(), "update": 7})
+    state = checkpoint.load(path, required=("model", "update"))
+
+Saving writes a temporary file beside `path`, flushes it to disk and renames it over
+`path`, so a crash mid-write never leaves a truncated file where a good one was.
+Loading uses `torch.load(weights_only=True)`: a file carrying a pickled callable (the
+classic `os.system` payload) is refused, never run. NumPy arrays and scalars, which
+that loader does not accept, are stored as tensors with their dtype and restored on
+load, so `load(save(state))` gives `state` back.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
-from typing import Any
+from typing import Any, Iterable
 
+import numpy as np
 import torch
+
+ARRAY_KEY = "__puffercore_ndarray__"
+
+
+class CheckpointError(ValueError):
+    """A file that is not a readable puffercore checkpoint; the message names the file."""
 
 
 def save(path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """Write `state` to a temporary file beside `path`, flush it to disk, then rename it
-    over `path` (os.replace is atomic on POSIX and Windows within one filesystem)."""
+    """Write `state` atomically to `path` (see the module docstring)."""
     if not isinstance(state, dict):
         raise TypeError(f"state must be a dict, got {type(state).__name__}")
+    encoded = _encode(state, "state")
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
     try:
         with os.fdopen(handle, "wb") as file:
-            torch.save(state, file)
+            torch.save(encoded, file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -35,13 +50,53 @@ def save(path: str | os.PathLike, state: dict[str, Any]) -> None:
         raise
 
 
-def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save`. Checkpoints hold RNG states and config dicts
-    besides tensors, so they are loaded with weights_only=False: load only files you trust."""
+def load(path: str | os.PathLike, map_location: Any = "cpu", required: Iterable[str] = ()) -> dict[str, Any]:
+    """The state a `save` wrote to `path`. FileNotFoundError if there is none;
+    CheckpointError (a ValueError) naming the file for anything unreadable, truncated,
+    carrying code, not a dict or missing one of the `required` keys."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
-    state = torch.load(path, map_location=map_location, weights_only=False)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "global" in str(error).lower():  # a callable to import: what payloads are made of
+            raise CheckpointError(f"{path} is not a puffercore checkpoint: it holds pickled objects other than "
+                                  f"tensors and plain data, which are never unpickled") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint (corrupt: not a torch save file)") from None
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise CheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt: "
+                              f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no detail'})") from None
     if not isinstance(state, dict):
-        raise ValueError(f"{path} is not a puffercore checkpoint (expected a dict, got {type(state).__name__})")
-    return state
+        raise CheckpointError(f"{path} is not a puffercore checkpoint (expected a dict, got {type(state).__name__})")
+    missing = [key for key in required if key not in state]
+    if missing:
+        raise CheckpointError(f"{path} is not a checkpoint of this kind: it lacks {missing}")
+    return _decode(state)
+
+
+def _encode(value: Any, where: str) -> Any:
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError(f"{where}: object arrays can't be checkpointed (they would need unpickling)")
+        return {ARRAY_KEY: torch.from_numpy(np.ascontiguousarray(value).copy())}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {key: _encode(item, f"{where}[{key!r}]") for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_encode(item, f"{where}[{index}]") for index, item in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and ARRAY_KEY in value:
+            return value[ARRAY_KEY].numpy()
+        return {key: _decode(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decode(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_decode(item) for item in value)
+    return value

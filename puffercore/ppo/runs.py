@@ -33,6 +33,8 @@ from puffercore.ppo.trainer import Trainer, make_policy, make_vector, normalized
 from puffercore.transforms import Normalize
 
 
+# What a PPO checkpoint holds at least (Trainer.state_dict).
+CHECKPOINT_KEYS = ("env", "config", "model", "optimizer", "rng", "counters")
 # What a resumed run may change: the budget, where it runs and how it reports. Everything
 # else would make the resumed run a different experiment.
 RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
@@ -53,7 +55,7 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     True ends the run early (benchmarks stop at a target return)."""
     saved = None
     if resume is not None:
-        saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME))
+        saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
         env = _saved_env(saved["env"], env, resume)
         config = resumed_config(saved["config"], config)
     elif env is None:
@@ -193,7 +195,7 @@ def summary(trainer: Trainer) -> str:
 
 def saved_env_spec(path: str) -> str | None:
     """The env a checkpoint (file or run directory) was trained on, as `envs.resolve` takes it."""
-    return checkpoint.load(run.checkpoint_path(path))["env"]
+    return checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)["env"]
 
 
 @torch.no_grad()
@@ -211,7 +213,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     path = run.checkpoint_path(path)
-    state = checkpoint.load(path)
+    state = checkpoint.load(path, required=CHECKPOINT_KEYS)
     config = PPOConfig(**state["config"])
     env = _saved_env(state["env"], env, path)
     one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
