@@ -62,6 +62,9 @@ cdef class _EnvArray:
     # Discrete/MultiDiscrete bounds per action column, for the fast action check.
     cdef int32_t[::1] action_low, action_high
     cdef ActionCheck action_check  # NULL unless reject_illegal_actions was called
+    # Set by a threads vector env while its engine holds the env array: closing then
+    # would free memory the engine steps, so close() refuses.
+    cdef public object stepped_by
 
     def __init__(self, spec, num_envs, seed, buffers, render_mode, *, rows=None, env_size=None):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
@@ -257,7 +260,7 @@ cdef class _EnvArray:
         cdef cnp.ndarray target = self.action_buffer[begin:end]
         if not (cnp.PyArray_Check(actions) and self._fast_actions_ok(<cnp.ndarray>actions, target)):
             np.copyto(target, check_actions(actions, self.single_action_space, end - begin))
-        elif actions is not target:
+        elif cnp.PyArray_DATA(actions) != cnp.PyArray_DATA(target):  # a fresh slice of the buffer is not `target`
             memcpy(cnp.PyArray_DATA(target), cnp.PyArray_DATA(actions), cnp.PyArray_NBYTES(target))
         if self.action_check != NULL:
             self._check_legal(begin, end)
@@ -324,6 +327,7 @@ cdef class _EnvArray:
         episode this step. Only those can hold logs (an env logs when an episode ends,
         which flags one of its rows), so scanning the flag bytes spares touching every
         env struct."""
+        self._check_open()
         if end < 0:
             end = self.count
         if not 0 <= begin <= end <= self.count:
@@ -351,7 +355,11 @@ cdef class _EnvArray:
         return info
 
     def close(self):
-        """Free the env array. Idempotent; the buffers stay readable."""
+        """Free the env array. Idempotent; the buffers stay readable. Refused while a
+        threads vector env steps this env (close the vector env instead)."""
+        if self.stepped_by is not None:
+            raise RuntimeError(f"{type(self).__name__} is stepped by a {self.stepped_by} vector env; close that "
+                               f"instead (vec.close())")
         self._free_envs()
 
 

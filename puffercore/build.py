@@ -7,7 +7,7 @@
 The .pyx is cythonized with puffercore's declarations (`puffercore/env.pxd`, found in
 `puffercore.get_include()`) and compiled with that directory and the .pyx's own folder
 (where its header lives) on the include path. Needs Cython and setuptools at build time
-(`pip install "puffercore[build]"`); the setup.py equivalent is in docs/authoring.md.
+(`pip install cython setuptools`); the setup.py equivalent is in docs/authoring.md.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ def build_env(
         from Cython.Build import cythonize
         from setuptools import Distribution, Extension
     except ImportError as error:
-        raise ImportError('building an env needs Cython and setuptools: pip install "puffercore[build]"') from error
+        raise ImportError("building an env needs Cython and setuptools: pip install cython setuptools") from error
 
     name = os.path.splitext(os.path.basename(pyx))[0]
     source_dir = os.path.dirname(pyx)
     output_dir = os.path.abspath(os.fspath(output_dir)) if output_dir is not None else source_dir
+    _refuse_shadowing(name, output_dir)
     include_dirs = [puffercore.get_include(), source_dir]
     extension = Extension(
         name,
@@ -69,3 +70,20 @@ def build_env(
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _refuse_shadowing(name: str, output_dir: str) -> None:
+    """The module is imported under its file name: refuse one that another importable
+    module already has (json.pyx would replace sys.modules["json"]). A module of that
+    name in `output_dir` itself is an earlier build of this env, which may be rebuilt."""
+    existing = sys.modules.get(name)
+    try:
+        spec = importlib.util.find_spec(name) if existing is None else existing.__spec__
+    except (ImportError, ValueError):
+        spec = None
+    origin = getattr(spec, "origin", None) if spec is not None else getattr(existing, "__file__", None)
+    if (existing is not None or spec is not None) and not (
+            origin and os.path.dirname(os.path.abspath(origin)) == output_dir):
+        raise ValueError(f"pyx_path: its module name {name!r} (the file name) is already an importable module "
+                         f"({origin or 'built in'}); building it would shadow that module: rename the .pyx")
+

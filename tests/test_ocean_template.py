@@ -86,3 +86,14 @@ def test_new_env_builds_and_trains_from_python_and_the_cli(tmp_path, monkeypatch
     with pytest.raises(SystemExit):
         main(["new-env", "Bad-Name"])
     assert "name must be a lowercase identifier" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["json", "numpy", "sys"])
+def test_build_env_refuses_a_name_that_shadows_a_module(tmp_path, name):
+    pyx = tmp_path / f"{name}.pyx"
+    pyx.write_text("# never compiled\n")
+    with pytest.raises(ValueError, match=f"module name '{name}' .* would shadow that module"):
+        build_env(pyx)
+    import importlib
+
+    assert importlib.import_module(name).__name__ == name  # untouched

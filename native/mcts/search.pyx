@@ -134,6 +134,13 @@ cdef class Game:
     # symmetry has observation.ravel()[observation_map] and policy[action_map].
     symmetries = ()
 
+    cdef const PcGameSpec* _spec(self) except NULL:
+        """The spec, or TypeError for a Game that skipped __init__ (Game.__new__(Game))."""
+        if self.spec == NULL:
+            raise TypeError(f"{type(self).__name__} was not initialized: create games with their class, "
+                            f"e.g. Connect4()")
+        return self.spec
+
     def __init__(self, spec_capsule):
         if not PyCapsule_IsValid(spec_capsule, SPEC_CAPSULE_NAME):
             raise TypeError(f"spec_capsule must be a PyCapsule named 'puffercore.PcGameSpec'")
@@ -147,40 +154,40 @@ cdef class Game:
 
     @property
     def name(self):
-        return self.spec.name.decode()
+        return self._spec().name.decode()
 
     @property
     def num_actions(self):
-        return self.spec.num_actions
+        return self._spec().num_actions
 
     @property
     def observation_shape(self):
-        return tuple(self.spec.obs_shape[k] for k in range(self.spec.obs_rank))
+        return tuple(self._spec().obs_shape[k] for k in range(self._spec().obs_rank))
 
     @property
     def observation_size(self):
-        return self.spec.obs_size
+        return self._spec().obs_size
 
     @property
     def min_players(self):
-        return self.spec.min_players
+        return self._spec().min_players
 
     @property
     def max_players(self):
-        return self.spec.max_players
+        return self._spec().max_players
 
     @property
     def max_moves(self):
-        return self.spec.max_moves
+        return self._spec().max_moves
 
     def new_state(self, seed=0, num_players=None):
         """A fresh game. `seed` feeds the state's own RNG (chance events)."""
         seed = _check_int(seed, "seed", 0, _MAX_SEED)
         if num_players is None:
-            num_players = self.spec.min_players
-        num_players = _check_int(num_players, "num_players", self.spec.min_players, self.spec.max_players)
+            num_players = self._spec().min_players
+        num_players = _check_int(num_players, "num_players", self._spec().min_players, self._spec().max_players)
         cdef GameState state = self._blank_state()
-        self.spec.init(state.data, <uint64_t>seed, <int32_t>num_players)
+        self._spec().init(state.data, <uint64_t>seed, <int32_t>num_players)
         return state
 
     cdef GameState _blank_state(self):
@@ -198,11 +205,11 @@ cdef class Game:
         """A state from raw bytes (`bytes(state)` of a state of this game), after
         `check_state_bytes`: native code never sees bytes the game has not checked."""
         cdef const unsigned char[::1] view = memoryview(data).cast("B")
-        if view.shape[0] != self.spec.state_size:
-            raise ValueError(f"a {self.name} state has {self.spec.state_size} bytes, got {view.shape[0]}")
+        if view.shape[0] != self._spec().state_size:
+            raise ValueError(f"a {self.name} state has {self._spec().state_size} bytes, got {view.shape[0]}")
         self.check_state_bytes(view)
         cdef GameState state = self._blank_state()
-        memcpy(state.data, &view[0], self.spec.state_size)
+        memcpy(state.data, &view[0], self._spec().state_size)
         return state
 
     def __eq__(self, other):
@@ -224,6 +231,10 @@ cdef class GameState:
     def __init__(self):
         raise TypeError("create states with game.new_state()")
 
+    cdef _check(self):
+        if self.data == NULL:
+            raise TypeError("this GameState was not created by Game.new_state() (or clone, state_from_bytes)")
+
     cdef _allocate(self, Game game):
         self.game = game
         self.data = <unsigned char*>malloc(game.spec.state_size)
@@ -236,25 +247,30 @@ cdef class GameState:
     def __getbuffer__(self, Py_buffer* buffer, int flags):
         """The raw C state, read-only (`bytes(state)`, `memoryview(state)`): game-specific
         views decode it; `game.state_from_bytes` turns it back into a state."""
+        self._check()
         PyBuffer_FillInfo(buffer, self, self.data, self.game.spec.state_size, 1, flags)
 
     def clone(self):
+        self._check()
         cdef GameState copy = self.game._blank_state()
         memcpy(copy.data, self.data, self.game.spec.state_size)
         return copy
 
     def legal_mask(self):
         """bool [num_actions]; all False once the game is over."""
+        self._check()
         mask = np.empty(self.game.spec.num_actions, dtype=np.bool_)
         cdef uint8_t[::1] view = mask.view(np.uint8)
         self.game.spec.legal_mask(self.data, &view[0])
         return mask
 
     def legal_actions(self):
+        self._check()
         return [int(a) for a in np.flatnonzero(self.legal_mask())]
 
     def apply(self, action):
         """Play `action` for the current player; ValueError if it is not legal here."""
+        self._check()
         action = _check_int(action, "action", 0, self.game.spec.num_actions - 1)
         if self.game.spec.is_terminal(self.data):
             raise ValueError("apply: the game is over")
@@ -263,25 +279,30 @@ cdef class GameState:
         self.game.spec.apply(self.data, <int32_t>action)
 
     def is_terminal(self):
+        self._check()
         return bool(self.game.spec.is_terminal(self.data))
 
     def returns(self):
         """float32 [num_players] by seat; final outcome once terminal (zeros before, for
         games without intermediate scores)."""
+        self._check()
         out = np.zeros(self.num_players, dtype=np.float32)
         cdef float[::1] view = out
         self.game.spec.returns(self.data, &view[0])
         return out
 
     def current_player(self):
+        self._check()
         return int(self.game.spec.current_player(self.data))
 
     @property
     def num_players(self):
+        self._check()
         return int(self.game.spec.num_players(self.data))
 
     def observation(self, player=None):
         """float32 observation_shape, seen by `player` (default: the player to move)."""
+        self._check()
         if player is None:
             player = self.current_player()
         player = _check_int(player, "player", 0, self.num_players - 1)
@@ -291,12 +312,14 @@ cdef class GameState:
         return out.reshape(self.game.observation_shape)
 
     def __str__(self):
+        self._check()
         cdef int32_t needed = self.game.spec.render(self.data, NULL, 0)
         cdef bytearray text = bytearray(needed + 1)
         self.game.spec.render(self.data, <char*>text, needed + 1)
         return text[:needed].decode()
 
     def __eq__(self, other):
+        self._check()
         if not isinstance(other, GameState) or (<GameState>other).game != self.game:
             return NotImplemented
         return memcmp(self.data, (<GameState>other).data, self.game.spec.state_size) == 0
@@ -304,12 +327,14 @@ cdef class GameState:
     __hash__ = None
 
     def __repr__(self):
+        self._check()
         return f"<{self.game.name} state, player {self.current_player()} to move>\n{self}"
 
 
 cdef _check_state(Game game, state, str name):
     if not isinstance(state, GameState):
         raise TypeError(f"{name} must be a GameState, got {type(state).__name__}")
+    (<GameState>state)._check()
     if (<GameState>state).game != game:
         raise ValueError(f"{name} is a {(<GameState>state).game.name} state, expected {game.name}")
 

@@ -79,6 +79,7 @@ class Threads(VectorEnv):
         self._engine = ThreadEngine(
             env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_NANOSECONDS, cpus
         )
+        env.stepped_by = type(self).__name__  # env.close() refuses while the engine holds its array
         self._units = np.empty(num_units, dtype=np.int32)
         self._ready: collections.deque[int] = collections.deque()  # reset but not yet returned
         self._batch_units: np.ndarray | None = None  # the units the last recv returned
@@ -144,6 +145,7 @@ class Threads(VectorEnv):
         if not self._closed:
             self._closed = True
             self._engine.close()
+            self.env.stepped_by = None
             self.env.close()
 
     # ---- helpers ----------------------------------------------------------------------
