@@ -47,3 +47,20 @@ def test_a_closed_threads_vector_still_closes_its_env():
     vec.close()
     with pytest.raises(RuntimeError, match="CartPole is closed"):
         vec.env.step(np.zeros(4, np.int32))
+
+
+def test_an_env_instance_for_a_creator_and_a_closed_staggered_vector_get_clear_messages():
+    import gymnasium
+    import numpy as np
+
+    import puffercore.vector
+    from puffercore.ocean import CartPole
+
+    for instance in (CartPole(num_envs=2), gymnasium.make("CartPole-v1")):
+        for backend in ("serial", "threads"):
+            with pytest.raises(TypeError, match="must be an env class or a function returning a new env"):
+                puffercore.vector.make(instance, 4, backend=backend)
+    vec = puffercore.vector.make(CartPole, 4, backend="threads", batch_size=2)
+    vec.close()
+    with pytest.raises(RuntimeError, match="step\\(\\) called on a closed vector env"):
+        vec.step(np.zeros(4, np.int32))

@@ -353,7 +353,7 @@ class MixedActionEnv(gymnasium.Env):
         ({"seed": "7"}, ValueError, "seed must be a non-negative int or None, got '7'"),
         ({"backend": "gpu"}, ValueError, r"backend must be one of \[.*'serial'.*\], got 'gpu'"),
         ({"backend": None}, ValueError, r"backend must be one of \[.*'serial'.*\], got None"),
-        ({"env_creator": 5}, TypeError, "env_creator must be callable, got 5"),
+        ({"env_creator": 5}, TypeError, "env_creator must be an env class or a function returning a new env"),
         ({"env_creator": lambda: "env"}, TypeError, "env_creator must return a puffercore PufferEnv, a gymnasium.Env"),
         ({"env_creator": TextObservationEnv}, TypeError, r"observation space is Text\(1, 5.*no fixed shape"),
         ({"env_creator": MixedActionEnv}, ValueError, "action space mixes discrete and continuous leaves"),

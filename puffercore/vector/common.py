@@ -37,6 +37,15 @@ def check_count(value: Any, name: str) -> int:
     return int(value)
 
 
+def check_creator(env_creator: Any) -> None:
+    """TypeError unless `env_creator` can be called to make envs (an env instance can't:
+    the vector makes num_envs of them)."""
+    if not callable(env_creator):
+        raise TypeError(f"env_creator must be an env class or a function returning a new env (the vector makes "
+                        f"num_envs of them), got {type(env_creator).__name__} {env_creator!r:.80}: pass the class, "
+                        f"e.g. CartPole, or a function, e.g. lambda: gymnasium.make('CartPole-v1')")
+
+
 def check_batching(num_envs: Any, batch_size: Any) -> tuple[int, int]:
     """num_envs and batch_size (None: all envs) as every backend accepts them."""
     num_envs = check_count(num_envs, "num_envs")
@@ -72,8 +81,7 @@ class EnvFactory:
     the caller closes it."""
 
     def __init__(self, env_creator: Callable[..., Any], env_kwargs: dict):
-        if not callable(env_creator):
-            raise TypeError(f"env_creator must be callable, got {env_creator!r}")
+        check_creator(env_creator)
         self.env_creator, self.env_kwargs = env_creator, env_kwargs
         first = env_creator(**env_kwargs)
         if isinstance(first, PufferEnv):
@@ -299,6 +307,7 @@ class VectorEnv(PufferEnv):
         return self.recv()[:5]
 
     def _check_synchronous(self, method: str) -> None:
+        self._check_open(method)  # "closed" says more than a batching hint about a closed vector
         if self.batch_size != self.num_creator_envs:
             raise RuntimeError(
                 f"{method}() needs batch_size == num_envs; with batch_size={self.batch_size} use "

@@ -18,7 +18,7 @@ import numpy as np
 
 from puffercore._engine import ThreadEngine
 from puffercore.env import check_seed
-from puffercore.vector.common import Batcher, VectorEnv, check_batching, check_count
+from puffercore.vector.common import Batcher, VectorEnv, check_batching, check_count, check_creator
 
 # How long an idle worker spins, waiting for the next batch, before it sleeps in a
 # futex: longer than the caller's usual turn-around between steps (Python, inference),
@@ -52,6 +52,7 @@ class Threads(VectorEnv):
             "the threads backend steps native (C) envs: env_creator(num_envs=...) must return a "
             "puffercore.ocean.NativeEnv"
         )
+        check_creator(env_creator)
         try:
             env = env_creator(num_envs=num_envs, **env_kwargs)
         except TypeError as error:
