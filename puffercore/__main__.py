@@ -19,7 +19,6 @@ with dashes or underscores.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import runpy
@@ -28,36 +27,7 @@ import sys
 import puffercore
 from puffercore import logger, ppo
 from puffercore.alphazero import cli as alphazero_cli
-from puffercore.flags import value_options
-
-
-def _flag_names(field: dataclasses.Field) -> list[str]:
-    group = field.metadata["group"]
-    prefix = "" if group == "run" else f"{group}."
-    names = [f"--{prefix}{field.name.replace('_', '-')}"]
-    if "_" in field.name:
-        names.append(f"--{prefix}{field.name}")
-    return names
-
-
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for field in dataclasses.fields(ppo.PPOConfig):
-        group = field.metadata["group"]
-        if group not in groups:
-            groups[group] = parser.add_argument_group(f"{group} options")
-        extra = value_options(type(field.default))
-        if field.metadata["choices"]:
-            extra["choices"] = field.metadata["choices"]
-        groups[group].add_argument(
-            *_flag_names(field), dest=field.name, default=None,
-            help=f"{field.metadata['help']} (default {field.default!r}, or the env preset)", **extra,
-        )
-
-
-def _config_overrides(args: argparse.Namespace) -> dict:
-    return {field.name: getattr(args, field.name) for field in dataclasses.fields(ppo.PPOConfig)
-            if getattr(args, field.name) is not None}
+from puffercore.flags import add_dataclass_flags, dataclass_overrides
 
 
 def _read_config_file(path: str) -> dict:
@@ -82,7 +52,7 @@ def _read_config_file(path: str) -> dict:
 
 
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    overrides = _config_overrides(args)
+    overrides = dataclass_overrides(args, ppo.PPOConfig)
     if args.resume:
         if args.config:
             parser.error("--resume continues a run with its saved config; give flags to change what may change")
@@ -100,7 +70,7 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         print(ppo.summary(trainer))
 
 
-def _eval(args: argparse.Namespace) -> None:
+def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     frames = []
     drawn_env = args.env or (ppo.saved_env_spec(args.checkpoint) if args.render else None)
 
@@ -155,7 +125,7 @@ def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     runpy.run_path(sys.argv[0], run_name="__main__")
 
 
-def _new_env(args: argparse.Namespace) -> None:
+def _new_env(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     from puffercore.scaffold import write_env
 
     folder = write_env(args.name, args.dir)
@@ -166,7 +136,7 @@ def _new_env(args: argparse.Namespace) -> None:
           f"guide:  docs/authoring.md (the env ABI, spaces, logs, tests)")
 
 
-def _plot(args: argparse.Namespace) -> None:
+def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     print(logger.plot(args.run_dir, args.output, metric=args.metric))
 
 
@@ -200,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR", help=(
         "continue the run in RUN_DIR from its checkpoint; flags may change only "
         + ", ".join(ppo.RESUMABLE_FIELDS)))
-    _add_config_flags(train)
+    add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
+                        prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".")
+    train.set_defaults(handler=_train, command_parser=train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
         "Play episodes with a trained policy and print their returns (and an ASCII render)."))
@@ -213,22 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
     evaluate.add_argument("--render", action="store_true", help="print ASCII frames of the last steps")
     evaluate.add_argument("--render-steps", type=int, default=5, help="frames to print with --render (default 5)")
+    evaluate.set_defaults(handler=_eval, command_parser=evaluate)
 
     bench = commands.add_parser("bench", help="run a benchmark script from bench/", description=(
         "Run bench/SCRIPT.py with the remaining arguments, e.g. `puffercore bench compare_training`."))
     bench.add_argument("script", help="script name in bench/ without .py")
     bench.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    bench.set_defaults(handler=_bench, command_parser=bench)
 
     new_env = commands.add_parser("new-env", help="write a ready-to-build C env folder", description=(
         "Copy the env template into DIR/NAME (NAME.h: struct, reset, step; NAME.pyx: the binding), renamed."))
     new_env.add_argument("name", help="lowercase module name, e.g. maze (the class is Maze)")
     new_env.add_argument("--dir", default=".", help="where to create the folder (default: here)")
+    new_env.set_defaults(handler=_new_env, command_parser=new_env)
 
     plot = commands.add_parser("plot", help="write a PNG learning curve of a run", description=(
         "Plot a metric of RUN_DIR/metrics.csv against env steps into a PNG."))
     plot.add_argument("run_dir", help="a run directory (with metrics.csv)")
     plot.add_argument("--metric", default="episode_return", help="column to plot (default episode_return)")
     plot.add_argument("--output", help="PNG path (default RUN_DIR/learning_curve.png)")
+    plot.set_defaults(handler=_plot, command_parser=plot)
     alphazero_cli.add_commands(commands)
     return parser
 
@@ -236,22 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    command_parser = parser._subparsers._group_actions[0].choices[args.command]
-    try:
-        if hasattr(args, "handler"):
-            args.handler(args, command_parser)
-        elif args.command == "train":
-            _train(args, command_parser)
-        elif args.command == "eval":
-            _eval(args)
-        elif args.command == "bench":
-            _bench(args, command_parser)
-        elif args.command == "new-env":
-            _new_env(args)
-        else:
-            _plot(args)
+    try:  # every command sets its handler(args, its parser)
+        args.handler(args, args.command_parser)
     except (ValueError, FileNotFoundError, FileExistsError) as error:
-        command_parser.error(str(error))
+        args.command_parser.error(str(error))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Iterable
+from typing import Any
 
 CHECKPOINT_NAME = "checkpoint.pt"
 

@@ -6,7 +6,6 @@ against a trained agent in the terminal, one move per line on stdin (so a pipe w
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import secrets
 import sys
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Callable
 
 from puffercore.alphazero.trainer import BUDGET_FIELDS, GAMES, PRESETS, AlphaZeroAgent, AlphaZeroConfig, train
 from puffercore.azul import Azul
-from puffercore.flags import value_options
+from puffercore.flags import add_dataclass_flags, dataclass_overrides
 
 def _parse_index(text: str) -> int:
     if not text.lstrip("-").isdigit():
@@ -49,14 +48,8 @@ def add_commands(commands) -> None:
         "Train AlphaZero by self-play. Settings start from the game's preset; every flag overrides it."))
     trainer.add_argument("game", nargs="?", choices=sorted(PRESETS), help="game to learn")
     trainer.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
-    options = trainer.add_argument_group("config options")
-    for field in dataclasses.fields(AlphaZeroConfig):
-        if field.name == "game":
-            continue
-        names = {f"--{field.name.replace('_', '-')}", f"--{field.name}", *FLAG_ALIASES.get(field.name, ())}
-        options.add_argument(*sorted(names), dest=field.name, default=None, **value_options(type(field.default)),
-                             help=f"{field.metadata['help']} (default {field.default!r}, or the game preset)")
-    trainer.set_defaults(handler=_train)
+    add_dataclass_flags(trainer, AlphaZeroConfig, preset="the game preset", skip=("game",), aliases=FLAG_ALIASES)
+    trainer.set_defaults(handler=_train, command_parser=trainer)
 
     play = commands.add_parser("play", help="play against a trained AlphaZero agent", description=(
         "Play a game against a checkpoint in the terminal: type one move per line."))
@@ -67,12 +60,11 @@ def add_commands(commands) -> None:
     play.add_argument("--seat", type=int, default=0, help="your seat: 0 moves first (default), 1 second")
     play.add_argument("--seed", type=int, default=None, help="seed of the game's chance events (Azul's draws); "
                       "default: a random one, printed so the game can be replayed")
-    play.set_defaults(handler=_play)
+    play.set_defaults(handler=_play, command_parser=play)
 
 
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(AlphaZeroConfig)
-                 if field.name != "game" and getattr(args, field.name) is not None}
+    overrides = dataclass_overrides(args, AlphaZeroConfig, skip=("game",))
     if args.resume:
         others = sorted(set(overrides) - set(BUDGET_FIELDS))
         if others or args.game:
