@@ -58,3 +58,18 @@ def test_a_rank_that_raises_ends_the_job(tmp_path):
     assert "rank 1 fails on purpose" in result.stderr
     assert time.perf_counter() - start < 60  # torchrun stops rank 0 instead of leaving it waiting
     assert len(digests(out, 0)) < 50
+
+
+def test_alphazero_self_plays_on_every_rank_and_trains_one_network(tmp_path):
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    script = os.path.join(os.path.dirname(SCRIPT), "distributed_alphazero.py")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", script,
+               str(out), str(run_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [(out / f"rank{rank}.txt").read_text().split() for rank in (0, 1)]
+    assert ranks[0] == ranks[1]  # one network
+    assert ranks[0][0] == "16"  # 2 iterations x 4 games x 2 ranks
+    saved = checkpoint.load(run_dir / run.CHECKPOINT_NAME)
+    assert saved["counters"]["games"] == 16 and "eval/random_win" in logger.read_csv(run_dir / "metrics.csv")[-1]

@@ -75,7 +75,8 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if not args.game:
             parser.error(f"give a game ({', '.join(sorted(PRESETS))}) or --resume RUN_DIR")
         trainer = train(AlphaZeroConfig.for_game(args.game, **overrides))
-    print(f"checkpoint: {trainer.checkpoint_path}")
+    if trainer.group.is_main:  # under torchrun, one line for the job
+        print(f"checkpoint: {trainer.checkpoint_path}")
 
 
 def _play(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from puffercore import checkpoint, run
 from puffercore.alphazero.agents import GreedyAzulAgent, MCTSBaseline, RandomAgent
 from puffercore.alphazero.mcts import BatchedMCTS
 from puffercore.alphazero.network import PolicyValueNet
+from puffercore.distributed import Group
 from puffercore.games import Azul, Connect4, TicTacToe
 from puffercore.logger import Logger, console_view
 from puffercore.seeding import check_seed, derive_seed, named_seeds
@@ -334,12 +335,18 @@ class Trainer:
     def __init__(self, config: AlphaZeroConfig, run_dir: str | None = None):
         config.validate()
         self.config = config
+        self.group = Group.from_environment("cpu")  # torchrun's ranks, or this process alone
         self.seeds = named_seeds(config.seed, SEED_NAMES)
+        # Under torchrun every rank plays its own games: its game and search streams are
+        # its own, the network's initial weights everyone's.
+        self.rank_seeds = {name: derive_seed(seed, self.group.rank) if self.group.rank and name != "network" else seed
+                           for name, seed in self.seeds.items()}
         self.game = GAMES[config.game]()
         self.max_moves = config.max_moves or self.game.max_moves
         torch.set_num_threads(config.torch_threads)
         torch.manual_seed(self.seeds["network"])
         self.network = build_network(config)
+        self.group.broadcast_parameters(self.network)
         parameters = self.network.parameters()
         if config.optimizer == "adam":
             self.optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -348,7 +355,7 @@ class Trainer:
                                              weight_decay=config.weight_decay)
         self.replay = ReplayBuffer(config.replay_capacity, self.game.observation_shape, self.game.num_actions,
                                    config.num_players)
-        self.replay_rng = np.random.default_rng(self.seeds["replay"])
+        self.replay_rng = np.random.default_rng(self.rank_seeds["replay"])
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0, "seconds": 0.0}
         self.run_dir = run_dir
         self.checkpoint_path = os.path.join(run_dir, run.CHECKPOINT_NAME) if run_dir else None
@@ -365,7 +372,7 @@ class Trainer:
         order: a run depends on its seed and T, not on thread timing."""
         config = self.config
         threads = min(config.self_play_threads, config.games_per_iteration)
-        seed = derive_seed(self.seeds["self_play"], self.counters["iteration"])
+        seed = derive_seed(self.rank_seeds["self_play"], self.counters["iteration"])
         evaluate = make_evaluator(self.network.eval())
         shares = [range(k, config.games_per_iteration, threads) for k in range(threads)]
         slots = max(1, config.parallel_games // threads)
@@ -385,8 +392,9 @@ class Trainer:
         for _, history, returns in played:
             self._store_game(history, returns)
         lengths = [len(history) for _, history, _ in played]
-        self.counters["games"] += config.games_per_iteration
-        self.counters["positions"] += sum(lengths)
+        # Counters count every rank's games and positions (the same on every rank).
+        self.counters["games"] += config.games_per_iteration * self.group.world_size
+        self.counters["positions"] += int(self.group.sum(torch.tensor([float(sum(lengths))], dtype=torch.float64))[0])
         return {"self_play/game_length": float(np.mean(lengths)),
                 "self_play/first_seat_return": float(np.mean([returns[0] for _, _, returns in played]))}
 
@@ -411,7 +419,7 @@ class Trainer:
             states[slot] = None
             number = next(to_start, None)
             if number is not None:
-                seed = derive_seed(self.seeds["games"], self.counters["games"] + number)
+                seed = derive_seed(self.rank_seeds["games"], self.counters["games"] + number)
                 states[slot] = self.game.new_state(seed=seed, num_players=config.num_players)
                 slot_games[slot] = number
 
@@ -450,6 +458,7 @@ class Trainer:
         loss = config.policy_loss_weight * policy_loss + config.value_loss_weight * value_loss
         self.optimizer.zero_grad()
         loss.backward()
+        self.group.average_gradients(self.network.parameters())  # data-parallel over ranks' replays
         self.optimizer.step()
         self.counters["train_steps"] += 1
         return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/value": value_loss.item()}
@@ -485,11 +494,12 @@ class Trainer:
         self_play_seconds = time.perf_counter() - start
         scalars.update(self.train())
         self.counters["iteration"] += 1
-        self.counters["seconds"] += time.perf_counter() - start
+        # Rank 0's clock, on every rank: a minutes budget must end every rank together.
+        self.counters["seconds"] = self.group.from_main(self.counters["seconds"] + time.perf_counter() - start)
         scalars.update({"self_play/games_per_minute": self.config.games_per_iteration / self_play_seconds * 60,
                         "replay/size": float(len(self.replay)),
                         "time/minutes": self.counters["seconds"] / 60})
-        if self.config.eval_interval and self.counters["iteration"] % self.config.eval_interval == 0:
+        if self.group.is_main and self.config.eval_interval and self.counters["iteration"] % self.config.eval_interval == 0:
             # evaluation time is left out of the training clock ("time/minutes")
             scalars.update(self.evaluate())
         return scalars
@@ -509,7 +519,10 @@ class Trainer:
         self.counters = dict(state["counters"])
 
     def save(self) -> None:
-        checkpoint.save(self.checkpoint_path, self.state_dict())
+        """Rank 0 writes (the network is the same everywhere; its replay is rank 0's, so a
+        resumed multi-rank run refills the other ranks' replays by self-play)."""
+        if self.group.is_main:
+            checkpoint.save(self.checkpoint_path, self.state_dict())
 
     @classmethod
     def resume(cls, run_dir: str) -> "Trainer":
@@ -548,22 +561,31 @@ def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quie
             trainer.config.validate()
     else:
         trainer = Trainer(config, config.run_dir or run.default_run_dir(f"alphazero-{config.game}-{config.seed}"))
-    config = trainer.config
-    run.write_run_files(trainer.run_dir, dataclasses.asdict(config), config.seed, trainer.seeds)
-    logger = Logger(trainer.run_dir, config=dataclasses.asdict(config), quiet=quiet,
-                    resume_step=trainer.counters["positions"] if resume else None)
+    config, main = trainer.config, trainer.group.is_main
+    quiet = quiet or not main
+    logger = None
+    if main:  # under torchrun rank 0 alone writes
+        run.write_run_files(trainer.run_dir, dataclasses.asdict(config), config.seed, trainer.seeds)
+        logger = Logger(trainer.run_dir, config=dataclasses.asdict(config), quiet=quiet,
+                        resume_step=trainer.counters["positions"] if resume else None)
     if not quiet:
         print(f"run directory: {trainer.run_dir}; seeds: {trainer.seeds}")
     try:
         while not trainer.done():
             scalars = trainer.iterate()
-            logger.log(trainer.counters["positions"], scalars)
+            if logger is not None:
+                logger.log(trainer.counters["positions"], scalars)
             if trainer.counters["iteration"] % config.checkpoint_interval == 0 or trainer.done():
                 trainer.save()
             if not quiet:
                 title = f"alphazero {config.game}: iteration {trainer.counters['iteration']}, " \
                         f"{trainer.counters['games']} games"
                 print(console_view(title, scalars, progress=trainer.progress()))
+    except BaseException:
+        trainer.group.close(failed=True)
+        raise
     finally:
-        logger.close()
+        if logger is not None:
+            logger.close()
+    trainer.group.close()
     return trainer

@@ -8,7 +8,7 @@
 
 Read in this order: `config` (every hyperparameter, the presets), `loss` (the
 objective), `trainer` (the algorithm: collection, GAE, the update), `runs` (the run
-loop, checkpoints, resume, evaluation), `distributed` (torchrun ranks).
+loop, checkpoints, resume, evaluation); `puffercore.distributed` has the torchrun ranks.
 """
 
 from puffercore.ppo.config import PPOConfig, PRESETS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from puffercore.ppo.config import PPOConfig
-from puffercore.ppo.distributed import Group
+from puffercore.distributed import Group
 
 
 def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch.Tensor, batch: dict[str, torch.Tensor],

@@ -24,7 +24,7 @@ import torch
 from puffercore import advantage, checkpoint, envs, run
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
-from puffercore.ppo.distributed import Group
+from puffercore.distributed import Group
 from puffercore.ppo.loss import ppo_loss
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.seeding import derive_seed, named_seeds

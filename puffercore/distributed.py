@@ -1,7 +1,9 @@
-"""Data-parallel PPO on torch.distributed: one process per rank, each stepping its own
-vector env, gradients averaged across ranks.
+"""Data-parallel training on torch.distributed, for PPO and AlphaZero: one process per
+rank, each collecting its own experience (vector env steps, self-play games), gradients
+averaged across ranks.
 
     torchrun --standalone --nproc-per-node 2 -m puffercore train cartpole
+    torchrun --standalone --nproc-per-node 2 -m puffercore alphazero connect4
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 -m puffercore train ...
 
 `Group.from_environment()` reads torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK); a
@@ -97,6 +99,12 @@ class Group:
 
             for tensor in module.state_dict().values():
                 dist.broadcast(tensor, src=0)
+
+    def from_main(self, value: float) -> float:
+        """Rank 0's `value` on every rank (decisions every rank must take alike)."""
+        if self.world_size == 1:
+            return value
+        return float(self.sum(torch.tensor([value if self.is_main else 0.0], dtype=torch.float64))[0])
 
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """A dict of floats summed over ranks (same keys on every rank required)."""
