@@ -359,7 +359,8 @@ class GymnasiumEnv(Adapter):
     """One gymnasium env (any nested spaces) as a one-row PufferEnv with same-step
     autoreset. `observation_tree`/`action_tree` convert between flat rows and the env's
     structures. Info: mean `episode_return`, `episode_length` and the scalar numbers of
-    the env's info at the last step of each episode."""
+    the env's info at the last step of each episode (they override the first two; an
+    info with `episode_continues` true marks an end for the learner only, no stats)."""
 
     def __init__(self, env_or_creator: gymnasium.Env | Callable[[], gymnasium.Env], buffers: Buffers | None = None):
         env = _instantiate(env_or_creator, gymnasium.Env, "env_or_creator", "gymnasium.Env")
@@ -390,10 +391,13 @@ class GymnasiumEnv(Adapter):
         if not (terminal or truncation):
             return observation, reward, terminal, truncation, {}
         self._write_final_observation(observation)  # now: reset may reuse the env's array
-        self._stats.add(
-            {"episode_return": self._episode_return, "episode_length": self._episode_length, **_numeric_items(info)}
-        )
-        self._episode_return, self._episode_length = 0.0, 0
+        # `episode_continues`: the learner's episode ended but the env's goes on (Atari's
+        # episodic life: a lost life); its stats are logged, whole, when it really ends.
+        if not info.get("episode_continues"):
+            self._stats.add(
+                {"episode_return": self._episode_return, "episode_length": self._episode_length, **_numeric_items(info)}
+            )
+            self._episode_return, self._episode_length = 0.0, 0
         observation, _ = self.env.reset()
         return observation, reward, terminal, truncation, self._stats.drain()
 

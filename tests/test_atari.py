@@ -1,0 +1,142 @@
+"""AtariEnv against gymnasium's own Atari wrappers, frame by frame, and end to end in PPO.
+
+gymnasium's AtariPreprocessing resizes with OpenCV (INTER_AREA), so the comparisons need
+cv2 (opencv-python-headless, in the test extra); AtariEnv's NumPy resize gives the same
+bytes, which the comparison checks on every frame."""
+
+import numpy as np
+import pytest
+
+ale_py = pytest.importorskip("ale_py")
+import gymnasium  # noqa: E402
+
+from puffercore.atari import AreaResize, AtariEnv, ale_id  # noqa: E402
+
+gymnasium.register_envs(ale_py)
+
+
+def reference(game: str, terminal_on_life_loss: bool):
+    pytest.importorskip("cv2")
+    env = gymnasium.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gymnasium.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                                terminal_on_life_loss=terminal_on_life_loss, grayscale_obs=True)
+    return gymnasium.wrappers.FrameStackObservation(env, 4)
+
+
+def run_both(game: str, steps: int, seed: int, episodic_life: bool):
+    """Step AtariEnv and the reference on one seed and one action sequence, checking
+    that observations, raw rewards and flags are identical; both reset (unseeded: the
+    next random stream) when a game ends. With episodic_life it stops at the first
+    terminal (gymnasium then restarts the game, AtariEnv continues it). Returns the
+    steps taken and the episodes ended."""
+    ours = AtariEnv(game, episodic_life=episodic_life, fire_reset=False, clip_rewards=False)
+    theirs = reference(game, terminal_on_life_loss=episodic_life)
+    rng = np.random.default_rng(seed)
+    obs, _ = ours.reset(seed=seed)
+    ref, _ = theirs.reset(seed=seed)
+    np.testing.assert_array_equal(obs, ref)
+    ended = 0
+    for step in range(steps):
+        action = int(rng.integers(ours.action_space.n))
+        obs, reward, terminal, truncation, _ = ours.step(action)
+        ref, ref_reward, ref_terminal, ref_truncation, _ = theirs.step(action)
+        np.testing.assert_array_equal(obs, ref, err_msg=f"step {step}")
+        assert (reward, terminal, truncation) == (ref_reward, ref_terminal, ref_truncation), f"step {step}"
+        if terminal or truncation:
+            ended += 1
+            if episodic_life:
+                return step + 1, ended
+            obs, _ = ours.reset()
+            ref, _ = theirs.reset()
+            np.testing.assert_array_equal(obs, ref, err_msg=f"reset after step {step}")
+    return steps, ended
+
+
+def test_breakout_matches_gymnasium_wrappers_across_games():
+    # Random play without FIRE ends a Breakout game in ~200 steps: two games or more.
+    assert run_both("Breakout", steps=450, seed=0, episodic_life=False) == (450, 2)
+
+
+def test_pong_matches_gymnasium_wrappers():
+    assert run_both("Pong", steps=300, seed=3, episodic_life=False)[0] == 300
+
+
+def test_life_loss_is_terminal_where_gymnasium_says_so():
+    steps, ended = run_both("Breakout", steps=300, seed=1, episodic_life=True)
+    assert ended == 1 and steps < 100  # random play loses the first life early
+
+
+def test_game_goes_on_after_a_life_and_logs_the_raw_score():
+    env = AtariEnv("Breakout", clip_rewards=True)
+    env.reset(seed=2)
+    rng = np.random.default_rng(2)
+    lives_lost, clipped, infos = 0, [], []
+    while True:
+        obs, reward, terminal, truncation, info = env.step(int(rng.integers(4)))
+        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        clipped.append(reward)
+        if terminal and info.get("episode_continues"):
+            lives_lost += 1
+            lives = env.ale.lives()
+            env.reset()
+            assert env.ale.lives() == lives, "reset after a lost life must continue the game"
+        elif terminal or truncation:
+            infos.append(info)
+            break
+    assert lives_lost == 4  # Breakout has 5 lives
+    assert set(clipped) <= {0.0, 1.0}
+    assert infos[0]["episode_return"] >= sum(clipped)  # raw bricks score 1-7 points each
+    env.reset()
+    assert env.ale.lives() == 5, "reset after the game ended must start a new one"
+
+
+def test_stack_is_the_last_frames_in_order():
+    env = AtariEnv("Pong", fire_reset=False)
+    first, _ = env.reset(seed=0)
+    assert all((first[i] == first[0]).all() for i in range(4))  # filled with the first frame
+    frames = []
+    for _ in range(6):
+        obs, *_ = env.step(2)
+        frames.append(obs[-1].copy())
+        np.testing.assert_array_equal(obs[max(0, 4 - len(frames)):], np.stack(frames[-4:]))
+
+
+def test_area_resize_of_constant_and_checkerboard():
+    resize, out = AreaResize((210, 160), (84, 84)), np.empty((84, 84), np.uint8)
+    resize(np.full((210, 160), 200, np.uint8), out)
+    assert (out == 200).all()
+    board = (np.indices((210, 160)).sum(0) % 2 * 255).astype(np.uint8)
+    resize(board, out)
+    assert np.abs(out.astype(int) - 128).max() <= 26  # area averaging blurs to the mean
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="game"):
+        ale_id("NoSuchGame")
+    with pytest.raises(ValueError, match="frame_skip"):
+        AtariEnv("Pong", frame_skip=0)
+    with pytest.raises(ValueError, match="action"):
+        AtariEnv("Pong").step(99)
+
+
+def test_adapter_logs_one_episode_per_game_in_raw_score():
+    from puffercore.emulation import GymnasiumEnv
+    from puffercore.env import derive_seed
+
+    env = GymnasiumEnv(lambda: AtariEnv("Breakout"))
+    unclipped = AtariEnv("Breakout", clip_rewards=False)  # the same game, for its raw rewards
+    env.reset(seed=6)
+    unclipped.reset(seed=derive_seed(6, 0))  # the seed the adapter gives its env
+    rng = np.random.default_rng(6)
+    terminals, steps, raw_score = 0, 0, 0.0
+    while True:
+        action = int(rng.integers(4))
+        _, _, ends, _, info = env.step(np.array([action], np.int32))
+        _, reward, _, _, _ = unclipped.step(action)
+        terminals, steps, raw_score = terminals + int(ends[0]), steps + 1, raw_score + reward
+        if info:
+            break
+        if ends[0]:
+            unclipped.reset()
+    assert terminals == 5 and info["episodes"] == 1.0  # five lives, one logged game
+    assert info["episode_return"] == raw_score > 0 and info["episode_length"] == steps
