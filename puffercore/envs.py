@@ -2,6 +2,7 @@
 
     source = resolve("cartpole")              # an ocean env by name
     source = resolve("gymnasium:Acrobot-v1")  # a gymnasium id (a bare registered id works too)
+    source = resolve("atari:Breakout")        # puffercore.atari.AtariEnv (so is "ALE/Breakout-v5")
     source = resolve("my_envs:Guess")         # module:attribute, imported
     source = resolve(MyEnv)                   # a class or creator: native or Python
     source = resolve(vec)                     # a vector env made by puffercore.vector.make
@@ -25,6 +26,7 @@ import gymnasium
 OCEAN_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory",
               "connect4": "Connect4", "azul": "Azul"}
 GYMNASIUM_PREFIX = "gymnasium:"
+ATARI_PREFIX = "atari:"  # atari:GAME and ALE/GAME-v5 are AtariEnv, preprocessed (gymnasium:ALE/... is the raw env)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +91,13 @@ def _resolve_name(name: str) -> EnvSource:
         from puffercore import ocean
 
         return EnvSource(name=name, spec=name, creator=getattr(ocean, OCEAN_ENVS[name]), native=True)
+    if name.startswith((ATARI_PREFIX, "ALE/")):
+        from puffercore.atari import AtariEnv, ale_id
+
+        env_id = ale_id(name.removeprefix(ATARI_PREFIX))  # ValueError naming the game
+        game = env_id.removeprefix("ALE/").rsplit("-", 1)[0]
+        return EnvSource(name=f"{ATARI_PREFIX}{game}", spec=name, creator=functools.partial(AtariEnv, env_id),
+                         native=False)
     env_id = name[len(GYMNASIUM_PREFIX):] if name.startswith(GYMNASIUM_PREFIX) else name
     if env_id in gymnasium.registry:
         return EnvSource(name=f"{GYMNASIUM_PREFIX}{env_id}", spec=f"{GYMNASIUM_PREFIX}{env_id}",
@@ -99,7 +108,8 @@ def _resolve_name(name: str) -> EnvSource:
         return dataclasses.replace(resolve(_import_attribute(name)), name=name, spec=name)
     raise ValueError(
         f"unknown env {name!r}; expected an ocean env ({', '.join(sorted(OCEAN_ENVS))}), a gymnasium id "
-        f"(e.g. Acrobot-v1 or {GYMNASIUM_PREFIX}Acrobot-v1) or module:attribute (e.g. my_envs:MyEnv)")
+        f"(e.g. Acrobot-v1 or {GYMNASIUM_PREFIX}Acrobot-v1), an Atari game ({ATARI_PREFIX}Breakout or "
+        f"ALE/Breakout-v5) or module:attribute (e.g. my_envs:MyEnv)")
 
 
 def _import_attribute(name: str) -> Any:

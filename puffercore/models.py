@@ -1,6 +1,7 @@
 """Policies for puffercore's trainers: an MLP actor and an MLP critic (or one shared MLP
 trunk, optionally followed by an LSTM cell) with an action head for Discrete,
-MultiDiscrete or Box actions.
+MultiDiscrete or Box actions. Image observations (uint8 [C, H, W], e.g. Atari's stacked
+frames) get the Nature CNN instead of the MLP.
 
     policy = Policy(vec.single_observation_space, vec.single_action_space,
                     observation_tree=vec.observation_tree, hidden_size=64, lstm=False)
@@ -18,13 +19,18 @@ the shared trunk: its critic needs the LSTM's memory.
 Initialisation follows the PPO implementation details (Huang et al. 2022): orthogonal
 weights with the gain of the hidden activation (torch's `calculate_gain`; sqrt(2) for
 GELU), 0.01 for the policy head (near-uniform first actions), 1.0 for the value head,
-zero biases. Distributions are written out by
+zero biases. The Nature CNN (Mnih et al. 2015, as in CleanRL's ppo_atari) is conv 32x8
+stride 4, 64x4 s2, 64x3 s1, linear 512, ReLUs, orthogonal sqrt(2); images stay uint8
+in the rollout and become floats in [0, 1] only inside `forward`, on the device, one
+minibatch at a time (float rollouts of 84x84x4 frames would take 4x the memory).
+Distributions are written out by
 hand so that sampling takes a `torch.Generator`: the trainer's random stream is then
 one named, checkpointable generator instead of torch's global state.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -124,6 +130,33 @@ class ActionHead:
         return actions.to(torch.int32).cpu().numpy()
 
 
+def nature_cnn(image_shape: tuple[int, int, int], output_size: int = 512) -> nn.Sequential:
+    channels = image_shape[0]
+    convs = nn.Sequential(
+        layer_init(nn.Conv2d(channels, 32, 8, stride=4), math.sqrt(2)), nn.ReLU(),
+        layer_init(nn.Conv2d(32, 64, 4, stride=2), math.sqrt(2)), nn.ReLU(),
+        layer_init(nn.Conv2d(64, 64, 3, stride=1), math.sqrt(2)), nn.ReLU(),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        flat_size = convs(torch.zeros(1, *image_shape)).shape[1]
+    return nn.Sequential(*convs, layer_init(nn.Linear(flat_size, output_size), math.sqrt(2)), nn.ReLU())
+
+
+def image_shape_of(observation_space: spaces.Box, observation_tree=None) -> tuple[int, int, int] | None:
+    """[C, H, W] when the observations are one uint8 image: a 3-D uint8 Box, or a flat
+    row whose tree (puffercore.emulation) is one such Box; else None."""
+    if observation_tree is not None and len(observation_tree.leaves) == 1 and not observation_tree.leaves[0].path:
+        observation_space = observation_tree.leaves[0].space
+    if isinstance(observation_space, spaces.Box) and observation_space.dtype == np.uint8 \
+            and len(observation_space.shape) == 3:
+        return tuple(int(size) for size in observation_space.shape)
+    return None
+
+
+ENCODERS = ("auto", "mlp", "cnn")
+
+
 def mlp(input_size: int, hidden_size: int, num_layers: int, activation: str) -> nn.Sequential:
     layers, width = [], input_size
     for _ in range(num_layers):
@@ -133,8 +166,10 @@ def mlp(input_size: int, hidden_size: int, num_layers: int, activation: str) -> 
 
 
 class Policy(nn.Module):
-    """Actor MLP -> policy head and critic MLP -> value head; or (`shared_trunk`) one MLP
-    encoder -> optional LSTM cell -> both heads.
+    """Actor encoder -> policy head and critic encoder -> value head; or (`shared_trunk`)
+    one encoder -> optional LSTM cell -> both heads. The encoder is an MLP, or the Nature
+    CNN (`encoder="cnn"`, and what "auto" picks for one uint8 [C, H, W] image); CleanRL's
+    ppo_atari shares the CNN trunk (puffercore's Atari preset sets shared_trunk).
 
     Observations are rows of the flat observation space (any dtype; cast to float).
     With `observation_tree` (from puffercore.emulation) rows of mixed-dtype leaves are
@@ -152,12 +187,20 @@ class Policy(nn.Module):
         lstm: bool = False,
         forget_bias: float = 0.0,
         shared_trunk: bool | None = None,
+        encoder: str = "auto",
     ):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         if num_layers < 1 or hidden_size < 1:
             raise ValueError(f"num_layers and hidden_size must be >= 1, got {num_layers} and {hidden_size}")
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {list(ENCODERS)}, got {encoder!r}")
+        self.image_shape = image_shape_of(observation_space, observation_tree)
+        if encoder == "cnn" and self.image_shape is None:
+            raise ValueError(f"encoder='cnn' needs uint8 [C, H, W] image observations, got {observation_space}")
+        if encoder == "mlp":
+            self.image_shape = None
         self.observation_tree = observation_tree
         self.mask_leaf = _find_action_mask(observation_tree)
         self.decode_leaves = observation_tree is not None and observation_tree.is_bytes
@@ -175,12 +218,17 @@ class Policy(nn.Module):
             shared_trunk = lstm
         if lstm and not shared_trunk:
             raise ValueError("lstm=True needs shared_trunk=True: the critic reads the LSTM state")
-        self.encoder = mlp(input_size, hidden_size, num_layers, activation)
+        if self.image_shape is not None:
+            make_encoder, features_size = functools.partial(nature_cnn, self.image_shape), 512
+        else:
+            make_encoder = functools.partial(mlp, input_size, hidden_size, num_layers, activation)
+            features_size = hidden_size
+        self.encoder = make_encoder()
         # None: the critic reads the shared encoder's output.
-        self.critic_encoder = None if shared_trunk else mlp(input_size, hidden_size, num_layers, activation)
+        self.critic_encoder = None if shared_trunk else make_encoder()
         self.lstm = None
         if lstm:
-            self.lstm = nn.LSTMCell(hidden_size, hidden_size)
+            self.lstm = nn.LSTMCell(features_size, hidden_size)
             for name, parameter in self.lstm.named_parameters():
                 if "weight" in name:
                     nn.init.orthogonal_(parameter, 1.0)
@@ -188,8 +236,9 @@ class Policy(nn.Module):
                     nn.init.zeros_(parameter)
             # Gate order i, f, g, o: a positive forget bias keeps memory by default.
             self.lstm.bias_ih.data[hidden_size : 2 * hidden_size] = forget_bias
-        self.actor = layer_init(nn.Linear(hidden_size, self.head.size), 0.01)
-        self.critic = layer_init(nn.Linear(hidden_size, 1), 1.0)
+        head_input = hidden_size if lstm else features_size
+        self.actor = layer_init(nn.Linear(head_input, self.head.size), 0.01)
+        self.critic = layer_init(nn.Linear(head_input, 1), 1.0)
         self.log_std = nn.Parameter(torch.zeros(self.head.size)) if self.head.is_continuous else None
 
     @property
@@ -212,6 +261,8 @@ class Policy(nn.Module):
         return zeros, zeros.clone()
 
     def features(self, observations: torch.Tensor) -> torch.Tensor:
+        if self.image_shape is not None:
+            return observations.reshape(observations.shape[0], *self.image_shape).float().div_(255.0)
         if self.decode_leaves:
             leaves = _flatten_structure(self.observation_tree.unflatten(observations))
             return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)

@@ -9,6 +9,7 @@ import pytest
 
 ale_py = pytest.importorskip("ale_py")
 import gymnasium  # noqa: E402
+import torch  # noqa: E402
 
 from puffercore.atari import AreaResize, AtariEnv, ale_id  # noqa: E402
 
@@ -140,3 +141,35 @@ def test_adapter_logs_one_episode_per_game_in_raw_score():
             unclipped.reset()
     assert terminals == 5 and info["episodes"] == 1.0  # five lives, one logged game
     assert info["episode_return"] == raw_score > 0 and info["episode_length"] == steps
+
+
+def test_nature_cnn_policy_keeps_uint8_and_mlp_path():
+    from gymnasium import spaces
+
+    from puffercore.models import Policy
+
+    image = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    policy = Policy(image, spaces.Discrete(4), shared_trunk=True)
+    assert isinstance(policy.encoder[0], torch.nn.Conv2d) and policy.critic_encoder is None
+    out = policy(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
+    assert out.params.shape == (3, 4) and out.value.shape == (3,)
+    assert policy.encoder[-2].out_features == 512
+    flat = spaces.Box(-1, 1, (8,), np.float32)
+    assert isinstance(Policy(flat, spaces.Discrete(2)).encoder[0], torch.nn.Linear)  # the MLP, as before
+    assert isinstance(Policy(image, spaces.Discrete(4), encoder="mlp").encoder[0], torch.nn.Linear)
+    with pytest.raises(ValueError, match="encoder"):
+        Policy(flat, spaces.Discrete(2), encoder="cnn")
+
+
+def test_train_and_evaluate_atari_end_to_end(tmp_path):
+    from puffercore import envs, ppo
+    from puffercore.ppo import PPOConfig
+
+    assert envs.resolve("ALE/Breakout-v5").creator.func is AtariEnv
+    config = PPOConfig.for_env("atari:Breakout", total_timesteps=2 * 2 * 32, num_envs=2, num_workers=1, horizon=32,
+                               minibatch_size=32, update_epochs=1, quiet=True, tensorboard=False, run_dir=str(tmp_path))
+    assert (config.backend, config.clip_coef, config.shared_trunk) == ("processes", 0.1, True)
+    trainer = ppo.train(config, "atari:Breakout")
+    assert trainer.global_step == 128 and isinstance(trainer.policy.encoder[0], torch.nn.Conv2d)
+    assert trainer.rollout["obs"].dtype == torch.uint8  # frames stay bytes in the rollout
+    assert len(ppo.evaluate(str(tmp_path), episodes=1, max_steps=200)) == 1

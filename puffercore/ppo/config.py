@@ -156,13 +156,27 @@ MUJOCO_PRESET: dict[str, Any] = dict(
 )
 
 
+# Atari games (atari:Breakout, ALE/Breakout-v5; puffercore.atari): CleanRL's
+# ppo_atari.py settings: 8 envs x 128 steps, 4 epochs of 4 minibatches (256), lr 2.5e-4
+# annealed, clip 0.1, the Nature CNN shared by actor and critic (models.Policy picks the
+# CNN for the uint8 frame stack), 10M steps; Python envs, so the processes backend.
+ATARI_PRESET: dict[str, Any] = dict(
+    total_timesteps=10_000_000, backend="processes", num_envs=8, horizon=128, minibatch_size=256, update_epochs=4,
+    learning_rate=2.5e-4, anneal_lr=True, clip_coef=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+    gamma=0.99, gae_lambda=0.95, shared_trunk=True,
+)
+
+
 def preset_for(env: Any) -> dict[str, Any]:
-    """The preset of `env`: by ocean env name, or the MuJoCo preset for a gymnasium id
-    whose env lives in gymnasium.envs.mujoco; {} for anything else."""
+    """The preset of `env`: by ocean env name, the Atari preset for atari:GAME and ALE
+    ids, or the MuJoCo preset for a gymnasium id whose env lives in
+    gymnasium.envs.mujoco; {} for anything else."""
     if not isinstance(env, str):
         return {}
     if env in PRESETS:
         return PRESETS[env]
+    if env.startswith(("atari:", "ALE/")):
+        return ATARI_PRESET
     import gymnasium
 
     spec = gymnasium.registry.get(env.removeprefix("gymnasium:"))
