@@ -1,0 +1,113 @@
+"""Preprocessed Atari throughput: puffercore against gymnasium, side by side in one run.
+
+    python bench/bench_atari.py                        # Breakout, 8 envs, 3 rounds of 3 s
+    python bench/bench_atari.py --game Pong --seconds 5 --rounds 5
+
+Rows (every one steps 8 envs, or 1 for the single-env rows, on random actions drawn
+beforehand, to 84x84x4 uint8 observations with the same preprocessing):
+  puffercore processes  puffercore.vector, processes backend, 2 workers, AtariEnv
+  gym Async             gymnasium AsyncVectorEnv, AtariPreprocessing + FrameStackObservation
+  gym Sync              gymnasium SyncVectorEnv, the same wrappers
+  gym Async + AtariEnv  AsyncVectorEnv of AtariEnv: the env's share apart from the vector's
+  1 env: AtariEnv       one AtariEnv in this process
+  1 env: gym wrappers   one AtariPreprocessing + FrameStackObservation in this process
+Rows are measured in alternating rounds; the table shows each row's median, then the
+ratios. Needs ale-py and, for gymnasium's AtariPreprocessing, opencv-python(-headless).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import ale_py  # noqa: E402
+import gymnasium  # noqa: E402
+import numpy as np  # noqa: E402
+
+import puffercore.vector  # noqa: E402
+from puffercore.atari import AtariEnv  # noqa: E402
+
+gymnasium.register_envs(ale_py)
+NUM_ENVS, NUM_WORKERS, POOL = 8, 2, 64
+
+
+def gymnasium_atari(game: str):
+    env = gymnasium.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gymnasium.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                                terminal_on_life_loss=True, grayscale_obs=True)
+    return gymnasium.wrappers.FrameStackObservation(env, 4)
+
+
+def timed(step, actions: np.ndarray, seconds: float, envs_per_step: int) -> float:
+    """Env steps per second of calling `step(actions[i % POOL])` for `seconds`."""
+    steps, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        step(actions[steps % POOL])
+        steps += 1
+    return steps * envs_per_step / elapsed
+
+
+def make_rows(game: str):
+    """name -> (a started stepper taking one batch of actions, envs per call, closer)."""
+    rows = {}
+    vec = puffercore.vector.make(functools.partial(AtariEnv, game), NUM_ENVS, backend="processes",
+                                 num_workers=NUM_WORKERS, seed=0)
+    vec.reset()
+    rows["puffercore processes"] = (vec.step, NUM_ENVS, vec.close)
+    for name, vector_class, creator in (("gym Async", gymnasium.vector.AsyncVectorEnv, gymnasium_atari),
+                                        ("gym Sync", gymnasium.vector.SyncVectorEnv, gymnasium_atari),
+                                        ("gym Async + AtariEnv", gymnasium.vector.AsyncVectorEnv, AtariEnv)):
+        gym_vec = vector_class([functools.partial(creator, game)] * NUM_ENVS)
+        gym_vec.reset(seed=0)
+        rows[name] = (gym_vec.step, NUM_ENVS, gym_vec.close)
+    for name, creator in (("1 env: AtariEnv", AtariEnv), ("1 env: gym wrappers", gymnasium_atari)):
+        env = creator(game)
+        env.reset(seed=0)
+        rows[name] = (functools.partial(_step_single, env), 1, env.close)
+    return rows
+
+
+def _step_single(env, action) -> None:
+    _, _, terminal, truncation, _ = env.step(int(action[0]))
+    if terminal or truncation:
+        env.reset()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--game", default="Breakout")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per row per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if args.seconds <= 0 or args.rounds < 1:
+        parser.error("--seconds must be > 0 and --rounds >= 1")
+    actions = np.random.default_rng(0).integers(0, AtariEnv(args.game).action_space.n, (POOL, NUM_ENVS))
+    rows = make_rows(args.game)
+    try:
+        for step, per_call, _ in rows.values():  # warm up: worker start, first frames
+            timed(step, actions, 0.3, per_call)
+        results = {name: [] for name in rows}
+        for _ in range(args.rounds):
+            for name, (step, per_call, _) in rows.items():
+                results[name].append(timed(step, actions, args.seconds, per_call))
+    finally:
+        for _, _, close in rows.values():
+            close()
+    median = {name: statistics.median(values) for name, values in results.items()}
+    print(f"{args.game}: preprocessed env steps/s (4 frames each), median of {args.rounds} rounds of "
+          f"{args.seconds:g} s, {os.cpu_count()} CPUs")
+    for name, value in median.items():
+        print(f"  {name:24s} {value:10,.0f}")
+    ours = median["puffercore processes"]
+    print(f"puffercore processes / gym Async: {ours / median['gym Async']:.2f}x")
+    print(f"puffercore processes / gym Sync:  {ours / median['gym Sync']:.2f}x")
+    print(f"1 env, AtariEnv / gym wrappers:   {median['1 env: AtariEnv'] / median['1 env: gym wrappers']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
