@@ -18,6 +18,7 @@ exits with the error.
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Iterable
 
@@ -57,6 +58,9 @@ class Group:
 
             dist.barrier()  # every rank done with its collectives before any tears down (gloo aborts otherwise)
             dist.destroy_process_group()
+            # Free the group's C++ side (gloo's threads) now, while the interpreter is
+            # whole: left to interpreter shutdown, its destructor can abort the process.
+            gc.collect()
             self.owns_process_group = False
 
     @property

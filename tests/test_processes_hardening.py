@@ -18,7 +18,7 @@ from puffercore.testing import CountingEnv
 
 
 def run_python(code: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-P", "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=120, **kwargs)
 
 
@@ -47,7 +47,7 @@ def test_views_stay_readable_after_close_and_garbage_collection():
 
 def test_sigkill_of_the_process_group_leaves_no_shared_memory():
     before = set(os.listdir("/dev/shm"))
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    child = subprocess.Popen([sys.executable, "-P", "-c", textwrap.dedent("""
         import time
         import puffercore.vector
         from puffercore.testing import CountingEnv
