@@ -1,4 +1,5 @@
-"""Normalization of a vector env's observations and rewards, in place on its buffers.
+"""Vector-env transforms: normalization of observations and rewards, in place on the
+buffers (`Normalize`), and frame stacking (`FrameStack`).
 
     vec = Normalize(puffercore.vector.make(...), observations=True, rewards=True, gamma=0.99)
     obs, info = vec.reset()                      # normalized, statistics updated
@@ -206,3 +207,81 @@ class Normalize:
         if self.clip_observations is not None:
             np.clip(normalized, -self.clip_observations, self.clip_observations, out=normalized)
         observations[...] = normalized
+
+
+class FrameStack:
+    """Each row's last `frames` observations, oldest first, as one flat row
+    [frames * obs] (gymnasium's FrameStackObservation with reset padding, for vector envs):
+    an episode starts with its first observation repeated, and the final observation of
+    an ended episode is stacked onto that episode's frames. Works on every backend, sync
+    and staggered; a batch's stacks are views of this wrapper's buffer when its rows are
+    one block."""
+
+    def __init__(self, vec, frames: int):
+        if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 2:
+            raise ValueError(f"frames must be an int >= 2, got {frames!r}")
+        space = vec.single_observation_space
+        tree = getattr(vec, "observation_tree", None)
+        if len(space.shape) != 1 or (tree is not None and (tree.is_bytes or any(
+                leaf.path and leaf.path[-1] == "action_mask" for leaf in tree.leaves))):
+            raise ValueError("frame stacking needs plain observation rows (no mixed-dtype or action-mask "
+                             f"structure), got {space}")
+        import gymnasium
+
+        self.vec, self.frames, self.width = vec, int(frames), int(space.shape[0])
+        self.single_observation_space = gymnasium.spaces.Box(
+            np.tile(space.low, self.frames), np.tile(space.high, self.frames), (self.frames * self.width,), space.dtype)
+        self.observation_tree = None  # a stacked row is flat
+        self.stacks = np.zeros((vec.num_agents, self.frames * self.width), space.dtype)
+        self.final_stacks = self.final_observations = np.zeros_like(self.stacks)  # the vector's, stacked
+        self.fresh = np.ones(vec.num_agents, np.bool_)  # rows whose next observation starts an episode
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.vec, name)
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        observations, info = self.vec.reset(seed=seed, options=options)
+        self.fresh[:] = True
+        self._advance(slice(None), observations, np.zeros(len(observations), np.bool_), None)
+        return self.stacks, info
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self.vec.async_reset(seed=seed, options=options)
+        self.fresh[:] = True
+
+    def step(self, actions):
+        observations, rewards, terminals, truncations, info = self.vec.step(actions)
+        self._advance(slice(None), observations, terminals | truncations, self.vec.final_observations)
+        return self.stacks, rewards, terminals, truncations, info
+
+    def recv(self):
+        from puffercore.vector.common import Batch
+
+        batch = self.vec.recv()
+        rows = batch.rows
+        self._advance(rows, batch.observations, batch.terminals | batch.truncations, batch.final_observations)
+        stacked = tuple.__new__(Batch, (self.stacks[rows], *batch[1:]))
+        stacked.final_observations, stacked.rows = self.final_stacks[rows], rows
+        return stacked
+
+    def send(self, actions) -> None:
+        self.vec.send(actions)
+
+    def close(self) -> None:
+        self.vec.close()
+
+    def _advance(self, rows, observations: np.ndarray, ended: np.ndarray, finals: np.ndarray | None) -> None:
+        """Shift the rows' frames, append their new observations; an ended row's final
+        stack takes its episode's frames plus the final observation, and a row starting
+        an episode is filled with its first observation."""
+        stack = self.stacks[rows].reshape(-1, self.frames, self.width)  # a copy for index rows
+        stack[:, :-1] = stack[:, 1:].copy()
+        if ended.any():
+            final = stack[ended].copy()
+            final[:, -1] = finals[ended]
+            self.final_stacks[np.arange(len(self.stacks))[rows][ended]] = final.reshape(len(final), -1)
+        starting = ended | self.fresh[rows]
+        stack[:, -1] = observations
+        stack[starting] = observations[starting][:, None, :]
+        self.stacks[rows] = stack.reshape(len(stack), -1)
+        self.fresh[rows] = False

@@ -209,3 +209,76 @@ def test_synchronize_merges_each_process_once():
             assert vec.observation_stats.count == pytest.approx(everything.count)
     for vec in ranks:
         vec.close()
+
+
+# ---- frame stacking -------------------------------------------------------------------------
+def test_frame_stack_matches_gymnasium_frame_stack_observation():
+    from puffercore.seeding import derive_seed
+    from puffercore.transforms import FrameStack
+
+    vec = FrameStack(puffercore.vector.make(lambda: gymnasium.make("CartPole-v1"), 1, backend="serial", seed=0), 3)
+    reference = gymnasium.wrappers.FrameStackObservation(gymnasium.make("CartPole-v1"), 3, padding_type="reset")
+    obs, _ = vec.reset(seed=5)
+    expected, _ = reference.reset(seed=derive_seed(5, 0))  # sub-env 0's seed
+    assert vec.single_observation_space.shape == (12,)
+    np.testing.assert_array_equal(obs[0], expected.ravel())
+    ends = 0
+    for step in range(200):
+        obs, _, terminals, truncations, _ = vec.step(np.array([step % 2]))
+        expected, _, terminated, truncated, _ = reference.step(step % 2)
+        if terminated or truncated:  # our final stack is the wrapper's last observation
+            ends += 1
+            np.testing.assert_array_equal(vec.final_stacks[0], expected.ravel())
+            expected, _ = reference.reset()
+        np.testing.assert_array_equal(obs[0], expected.ravel())
+    assert ends >= 3
+    vec.close()
+
+
+def test_frame_stack_staggered_batches_match_the_synchronous_stacks():
+    """Each env's sequence of stacks (and of final stacks) is the same whether its
+    batches come synchronously or staggered from the threads backend: envs step in
+    their own order, with actions that depend only on the env and its step count."""
+    from puffercore.transforms import FrameStack
+
+    def sequences(batch_size):
+        vec = FrameStack(puffercore.vector.make(CartPole, 8, backend="threads", num_workers=2, batch_size=batch_size,
+                                                seed=7), 4)
+        vec.async_reset(seed=7)
+        counts = np.zeros(8, np.int64)
+        seen = {env: [] for env in range(8)}
+        while counts.min() < 40:
+            batch = vec.recv()
+            ended = batch.terminals | batch.truncations
+            for position, env in enumerate(batch.env_ids):
+                final = batch.final_observations[position].copy() if ended[position] else None
+                seen[env].append((batch.observations[position].copy(), final))
+            counts[batch.env_ids] += 1
+            vec.send(((counts[batch.env_ids] + batch.env_ids) % 2).astype(np.int32))
+        vec.close()
+        return {env: steps[:40] for env, steps in seen.items()}
+
+    synchronous, staggered = sequences(None), sequences(4)
+    for env in range(8):
+        for (obs_a, final_a), (obs_b, final_b) in zip(synchronous[env], staggered[env]):
+            np.testing.assert_array_equal(obs_a, obs_b)
+            assert (final_a is None) == (final_b is None)
+            if final_a is not None:
+                np.testing.assert_array_equal(final_a, final_b)
+                assert not np.array_equal(final_a, obs_a)
+
+
+def test_frame_stack_errors_and_ppo(tmp_path):
+    from puffercore.ocean import Connect4
+    from puffercore.transforms import FrameStack
+
+    with pytest.raises(ValueError, match="frames must be an int >= 2"):
+        FrameStack(puffercore.vector.make(CartPole, 2, backend="serial"), 1)
+    with pytest.raises(ValueError, match="frame stacking needs plain observation rows"):
+        FrameStack(puffercore.vector.make(Connect4, 2, backend="serial"), 2)
+    config = ppo.PPOConfig(num_envs=4, horizon=16, minibatch_size=32, hidden_size=16, total_timesteps=4 * 16 * 2,
+                           quiet=True, tensorboard=False, backend="threads", frame_stack=3, norm_obs=True,
+                           run_dir=str(tmp_path))
+    trainer = ppo.train(config, "cartpole")
+    assert trainer.rollout["obs"].shape == (4, 17, 12) and trainer.global_step == 128
+    assert len(ppo.evaluate(str(tmp_path), episodes=2)) == 2  # evaluation stacks frames the same way

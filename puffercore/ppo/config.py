@@ -60,6 +60,7 @@ class PPOConfig:
     norm_reward: bool = _option(False, "train", "divide rewards by the running std of the discounted return")
     clip_obs: float = _option(10.0, "train", "clip normalized observations to [-clip_obs, clip_obs]")
     clip_reward: float = _option(10.0, "train", "clip normalized rewards to [-clip_reward, clip_reward]")
+    frame_stack: int = _option(1, "train", "observations of the last N steps as one row (1: off)")
     prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
     prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
     # policy
@@ -96,7 +97,8 @@ class PPOConfig:
             choices = field.metadata["choices"]
             if choices and value not in choices:
                 raise ValueError(f"{field.name} must be one of {list(choices)}, got {value!r}")
-        for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size", "num_layers"):
+        for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size",
+                     "num_layers", "frame_stack"):
             require(getattr(self, name) >= 1, name, "a positive int")
         for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size"):
             require(getattr(self, name) >= 0, name, "a non-negative int")

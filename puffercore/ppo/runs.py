@@ -29,7 +29,7 @@ import torch
 from puffercore import checkpoint, envs, logger, run
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
-from puffercore.ppo.trainer import Trainer, make_policy, make_vector, normalized
+from puffercore.ppo.trainer import Trainer, make_policy, make_vector, transformed
 from puffercore.transforms import Normalize
 
 
@@ -220,7 +220,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
                                   backend="serial" if config.backend != "threads" else "threads")
     vec = make_vector(env, one_env, seed=seed)
     try:
-        vec = normalized(vec, config)
+        vec = transformed(vec, config)
         if isinstance(vec, Normalize):  # the training statistics, frozen
             vec.load_state_dict(state["normalize"])
             vec.freeze()

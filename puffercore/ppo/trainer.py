@@ -28,11 +28,14 @@ from puffercore.distributed import Group
 from puffercore.ppo.loss import ppo_loss
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.seeding import derive_seed, named_seeds
-from puffercore.transforms import Normalize
+from puffercore.transforms import FrameStack, Normalize
 
 
-def normalized(vec, config: PPOConfig):
-    """`vec` wrapped in the normalization `config` asks for (or `vec` itself)."""
+def transformed(vec, config: PPOConfig):
+    """`vec` wrapped in the transforms `config` asks for: frame stacking, then
+    normalization (of the stacked rows); `vec` itself when none."""
+    if config.frame_stack > 1:
+        vec = FrameStack(vec, config.frame_stack)
     if not (config.norm_obs or config.norm_reward):
         return vec
     return Normalize(vec, observations=config.norm_obs, rewards=config.norm_reward, gamma=config.gamma,
@@ -63,7 +66,7 @@ class Trainer:
         self.seeds = named_seeds(config.seed, SEED_NAMES)
         self.vec = make_vector(source, config, self._rank_seed("envs"))
         try:
-            self.vec = normalized(self.vec, config)
+            self.vec = transformed(self.vec, config)
             self._setup(run_dir)
         except BaseException:
             self.close(failed=True)
