@@ -43,7 +43,9 @@ class RunningMeanStd:
     def update(self, batch: np.ndarray) -> None:
         if len(batch) == 0:
             return
-        batch_mean, batch_var, batch_count = batch.mean(0, dtype=np.float64), batch.var(0, dtype=np.float64), len(batch)
+        self.update_from_moments(batch.mean(0, dtype=np.float64), batch.var(0, dtype=np.float64), len(batch))
+
+    def update_from_moments(self, batch_mean, batch_var, batch_count: float) -> None:
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total

@@ -609,3 +609,25 @@ def test_cli_errors_are_one_line_with_a_hint_and_version(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("puffercore ")
+
+
+def test_popart_keeps_predictions_when_statistics_move_and_trains(tmp_path):
+    from puffercore.ppo.popart import PopArt
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 1)
+    popart = PopArt(head)
+    hidden = torch.randn(32, 8)
+    before = popart.denormalize(head(hidden).squeeze(-1))
+    for scale in (100.0, -3.0, 1e4):
+        popart.update(scale + scale * torch.randn(500))
+        torch.testing.assert_close(popart.denormalize(head(hidden).squeeze(-1)), before, rtol=1e-4, atol=1e-3)
+    returns = torch.tensor([1.0, 2.0, 3.0])
+    torch.testing.assert_close(popart.denormalize(popart.normalize(returns)), returns)
+
+    config = small_config(run_dir=str(tmp_path), backend="serial", value_norm=True, total_timesteps=8 * 16 * 3)
+    trainer = ppo.train(config, "cartpole")
+    assert abs(trainer.popart.mean) > 1.0  # CartPole returns are positive and large
+    assert trainer.losses["loss/value"] < 5.0  # the critic's loss is on normalized returns
+    saved = checkpoint.load(os.path.join(str(tmp_path), run.CHECKPOINT_NAME))
+    assert saved["popart"]["count"] > 8 * 16 * 3

@@ -61,6 +61,7 @@ class PPOConfig:
     clip_obs: float = _option(10.0, "train", "clip normalized observations to [-clip_obs, clip_obs]")
     clip_reward: float = _option(10.0, "train", "clip normalized rewards to [-clip_reward, clip_reward]")
     frame_stack: int = _option(1, "train", "observations of the last N steps as one row (1: off)")
+    value_norm: bool = _option(False, "train", "PopArt: the critic learns returns normalized by running statistics")
     prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
     prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
     # policy

@@ -26,6 +26,7 @@ from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
 from puffercore.distributed import Group
 from puffercore.ppo.loss import ppo_loss
+from puffercore.ppo.popart import PopArt
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import FrameStack, Normalize
@@ -81,6 +82,7 @@ class Trainer:
         # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
         # shrink the actor's to nothing under one global norm.
         self.parameter_groups = self.policy.parameter_groups()
+        self.popart = PopArt(self.policy.critic) if config.value_norm else None
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5)
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
@@ -214,13 +216,13 @@ class Trainer:
                     final_state = (state_before_reset[0][at], state_before_reset[1][at])
                 rollout["final_value"][torch.as_tensor(row_ids[truncated], device=device),
                                        torch.as_tensor(position[truncated] - 1, device=device)] = \
-                    self.policy(final_obs, final_state).value
+                    self._values(self.policy(final_obs, final_state).value)
 
         obs = torch.as_tensor(obs, device=device)
         out = self.policy(obs, state)
         actions, log_prob = self.policy.sample(out, self.action_rng)
         # This observation and the action taken on it (in slot T: the next rollout's first).
-        write({"obs": obs, "value": out.value, "mask": torch.as_tensor(masks, device=device),
+        write({"obs": obs, "value": self._values(out.value), "mask": torch.as_tensor(masks, device=device),
                "action": actions, "log_prob": log_prob}, position, position <= horizon)
         if state is not None:
             self.state[0][row_index], self.state[1][row_index] = out.state
@@ -273,11 +275,18 @@ class Trainer:
             gamma=config.gamma, lam=config.gae_lambda,
         )
 
+    def _values(self, critic_output: torch.Tensor) -> torch.Tensor:
+        """Values in return units (the critic's output, denormalized under PopArt)."""
+        return critic_output if self.popart is None else self.popart.denormalize(critic_output)
+
     def learn(self) -> None:
         config, rollout = self.config, self.rollout
         if config.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = config.learning_rate * (1.0 - self.update / self.num_updates)
         self.compute_advantages()
+        if self.popart is not None:  # this rollout's returns join the statistics; the critic is rescaled
+            live = rollout["mask"][:, :config.horizon]
+            self.popart.update(rollout["return"][live], self.group)
         by_rows = config.lstm or config.prio_alpha > 0
         batch = transition_view(rollout, flatten=not by_rows)
         rows_per_minibatch = max(1, config.minibatch_size // config.horizon)
@@ -336,6 +345,8 @@ class Trainer:
             out = self.policy(minibatch["obs"])
             new_log_prob, entropy = self.policy.evaluate(out, minibatch["action"])
             flat, new_value = minibatch, out.value
+        if self.popart is not None:  # the critic learns normalized returns
+            flat = {**flat, "return": self.popart.normalize(flat["return"]), "value": self.popart.normalize(flat["value"])}
         return ppo_loss(new_log_prob, entropy, new_value, flat, config, weights, self.group)
 
     def _replay_rows(self, minibatch: dict):
@@ -373,6 +384,7 @@ class Trainer:
                          "timers": dict(self.timers)},
             "world_size": self.group.world_size,
             "normalize": self.vec.state_dict() if isinstance(self.vec, Normalize) else None,
+            "popart": None if self.popart is None else self.popart.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -394,6 +406,8 @@ class Trainer:
             self.sampling_rng.manual_seed(self._rank_seed("sampling", self.update))
         if isinstance(self.vec, Normalize):
             self.vec.load_state_dict(state["normalize"])
+        if self.popart is not None:
+            self.popart.load_state_dict(state["popart"])
 
     def save_checkpoint(self) -> str:
         """Rank 0 writes (every rank holds the same model); returns the path."""
