@@ -14,7 +14,8 @@ loop, checkpoints, resume, evaluation); `puffercore.distributed` has the torchru
 from puffercore.ppo.config import PPOConfig, PRESETS
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.runs import RESUMABLE_FIELDS, evaluate, resumed_config, saved_env_spec, summary, train
-from puffercore.ppo.trainer import SEED_NAMES, Trainer, make_policy, make_vector
+from puffercore.ppo.parts import make_policy, make_vector
+from puffercore.ppo.trainer import SEED_NAMES, Trainer
 
 __all__ = ["PPOConfig", "PRESETS", "RESUMABLE_FIELDS", "SEED_NAMES", "Trainer", "evaluate", "make_policy",
            "make_vector", "ppo_loss", "resumed_config", "saved_env_spec", "summary", "train"]

@@ -29,7 +29,8 @@ import torch
 from puffercore import checkpoint, envs, logger, run
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
-from puffercore.ppo.trainer import Trainer, make_policy, make_vector, transformed
+from puffercore.ppo.parts import make_policy, make_vector, transformed
+from puffercore.ppo.trainer import Trainer
 from puffercore.transforms import Normalize
 
 

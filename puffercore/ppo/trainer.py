@@ -22,31 +22,14 @@ import numpy as np
 import torch
 
 from puffercore import advantage, checkpoint, envs, run
-from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
 from puffercore.distributed import Group
 from puffercore.ppo.loss import ppo_loss
+from puffercore.ppo.parts import free_cores, make_policy, make_vector, transformed
 from puffercore.ppo.popart import PopArt
 from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
 from puffercore.seeding import derive_seed, named_seeds
-from puffercore.transforms import FrameStack, Normalize
-
-
-def transformed(vec, config: PPOConfig):
-    """`vec` wrapped in the transforms `config` asks for: frame stacking, then
-    normalization (of the stacked rows); `vec` itself when none."""
-    if config.frame_stack > 1:
-        vec = FrameStack(vec, config.frame_stack)
-    if not (config.norm_obs or config.norm_reward):
-        return vec
-    return Normalize(vec, observations=config.norm_obs, rewards=config.norm_reward, gamma=config.gamma,
-                     clip_observations=config.clip_obs, clip_rewards=config.clip_reward)
-
-
-def make_vector(env, config: PPOConfig, seed: int):
-    """The vector env of `env` (anything `puffercore.envs.resolve` takes) under `config`."""
-    return envs.make_vector(envs.resolve(env), backend=config.backend, num_envs=config.num_envs,
-                            num_workers=config.num_workers or None, batch_size=config.batch_size or None, seed=seed)
+from puffercore.transforms import Normalize
 
 
 SEED_NAMES = ("envs", "torch", "sampling")
@@ -75,7 +58,7 @@ class Trainer:
 
     def _setup(self, run_dir: str | None) -> None:
         config, vec = self.config, self.vec
-        torch.set_num_threads(config.torch_threads or _free_cores(vec))
+        torch.set_num_threads(config.torch_threads or free_cores(vec))
         torch.manual_seed(self.seeds["torch"])  # weight init, the same on every rank
         self.policy = make_policy(vec, config).to(self.device)
         self.group.broadcast_parameters(self.policy)
@@ -455,19 +438,3 @@ class Trainer:
 
 
 RECENT_EPISODES = 20
-
-
-def _free_cores(vec) -> int:
-    """Torch threads: the cores left after the env workers and the main thread, which
-    steps serial envs and hands batches to the engine (at least one). Oversubscribing
-    makes torch's intra-op threads spin against the env workers: on 2 loaded cores, two
-    torch threads made small-MLP inference 4x slower than one."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores - 1 - (getattr(vec, "num_workers", 0) or 0))
-
-
-def make_policy(vec, config: PPOConfig) -> Policy:
-    """The policy `config` describes for the spaces (and observation tree) of `vec`."""
-    return Policy(vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None),
-                  hidden_size=config.hidden_size, num_layers=config.num_layers, activation=config.activation,
-                  lstm=config.lstm, forget_bias=config.forget_bias, shared_trunk=config.shared_trunk or config.lstm)
