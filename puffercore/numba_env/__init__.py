@@ -301,7 +301,7 @@ def _check_function(name, function):
         return function
     if not isinstance(function, types.FunctionType):
         raise TypeError(f"{name} must be a Python function (or a numba.njit one), got {function!r}")
-    return numba.njit(**_JIT)(function)
+    return numba.njit(inline="always", **_JIT)(function)  # into the cfunc body: no call per step
 
 
 def _check_log_names(log_names):
