@@ -128,8 +128,13 @@ def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
 def _new_env(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     from puffercore.scaffold import write_env
 
-    folder = write_env(args.name, args.dir)
+    folder = write_env(args.name, args.dir, numba=args.numba)
     class_name = "".join(part.capitalize() for part in args.name.split("_"))
+    if args.numba:
+        print(f"wrote {folder}/{args.name}.py (state fields, reset and step in Python, compiled by numba)\n"
+              f"train:  cd {folder} && puffercore train {args.name}:{class_name}\n"
+              f"guide:  docs/authoring.md, \"Write your env in Python with Numba\"")
+        return
     print(f"wrote {folder}: {args.name}.h (the env: struct, reset, step) and {args.name}.pyx (its binding)\n"
           f"build:  python -c \"from puffercore.build import build_env; build_env('{folder}/{args.name}.pyx')\"\n"
           f"train:  cd {folder} && puffercore train {args.name}:{class_name}\n"
@@ -197,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Copy the env template into DIR/NAME (NAME.h: struct, reset, step; NAME.pyx: the binding), renamed."))
     new_env.add_argument("name", help="lowercase module name, e.g. maze (the class is Maze)")
     new_env.add_argument("--dir", default=".", help="where to create the folder (default: here)")
+    new_env.add_argument("--numba", action="store_true", help="a Python env compiled by numba instead of C")
     new_env.set_defaults(handler=_new_env, command_parser=new_env)
 
     plot = commands.add_parser("plot", help="write a PNG learning curve of a run", description=(

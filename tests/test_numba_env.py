@@ -2,6 +2,9 @@
 same seed and actions, identical transitions -- on every backend, PPO on it, and the
 errors a definition gets."""
 
+import os
+import sys
+
 import gymnasium
 import numpy as np
 import pytest
@@ -168,3 +171,18 @@ def test_no_ansi_render_and_closed_env():
     env.close()
     with pytest.raises(RuntimeError, match="closed"):
         env.env_state(0)
+
+
+def test_new_env_numba_writes_a_module_that_trains_from_the_cli(tmp_path, monkeypatch, capsys):
+    from puffercore import checkpoint, run
+    from puffercore.__main__ import main
+
+    main(["new-env", "corridor", "--dir", str(tmp_path), "--numba"])
+    assert "puffercore train corridor:Corridor" in capsys.readouterr().out
+    assert os.listdir(tmp_path / "corridor") == ["corridor.py"]
+    monkeypatch.syspath_prepend(str(tmp_path / "corridor"))
+    monkeypatch.delitem(sys.modules, "corridor", raising=False)
+    main(["train", "corridor:Corridor", "--total-timesteps", "512", "--vec.num-envs", "8", "--train.horizon", "16",
+          "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false", "--run-dir", str(tmp_path / "run")])
+    saved = checkpoint.load(tmp_path / "run" / run.CHECKPOINT_NAME)
+    assert saved["env"] == "corridor:Corridor" and saved["counters"]["global_step"] == 512
