@@ -35,7 +35,7 @@ from libc.string cimport memcpy, memset
 from puffercore.env cimport (
     PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcEnv, PcEnvSpec,
     pc_drain_logs, pc_dtype_size, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
-from puffercore.emulation import SpaceTree
+from puffercore.spaces import SpaceTree
 from puffercore.env import PufferEnv, check_actions, check_seed
 
 cnp.import_array()

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Buffers": "puffercore.env", "GymnasiumView": "puffercore.env", "PufferEnv": "puffercore.env",
     **{name: None for name in ("advantage", "alphazero", "checkpoint", "emulation", "envs", "games", "ocean",
-                               "ppo", "run", "transforms", "vector")},
+                               "ppo", "run", "spaces", "transforms", "vector")},
 }
 
 

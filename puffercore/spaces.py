@@ -1,0 +1,255 @@
+"""Spaces as fixed-shape rows (NumPy and gymnasium only, no env code), for the
+emulation adapters and the native bindings:
+
+- `SpaceTree` maps a (nested Dict/Tuple) observation space to one flat row and back.
+  The row has a single dtype when every leaf shares it, else it is raw uint8 bytes with
+  each leaf aligned to its itemsize, so `unflatten` can reinterpret slices in place
+  (`ndarray.view(dtype)` / `Tensor.view(dtype)`) and hand the policy views, not copies.
+- `ActionTree` maps a (nested) action space to a flat MultiDiscrete (all leaves discrete)
+  or float32 Box (all leaves continuous) and turns flat rows back into env actions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Iterator
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+DISCRETE_SPACES = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+    """One leaf of a space tree: where it lives in the structure and in the flat row.
+    `start`/`stop` count elements of the row's dtype (bytes for a uint8 byte row)."""
+
+    path: tuple
+    space: gymnasium.Space
+    dtype: np.dtype
+    shape: tuple
+    start: int
+    stop: int
+
+
+def _walk(space: gymnasium.Space, what: str, path: tuple = ()) -> Iterator[tuple[tuple, gymnasium.Space]]:
+    """(path, leaf space) in depth-first order; raises on spaces with no fixed shape."""
+    if isinstance(space, spaces.Dict):
+        for key, child in space.spaces.items():
+            yield from _walk(child, what, path + (key,))
+    elif isinstance(space, spaces.Tuple):
+        for index, child in enumerate(space.spaces):
+            yield from _walk(child, what, path + (index,))
+    elif isinstance(space, LEAF_SPACES):
+        yield path, space
+    else:
+        raise TypeError(
+            f"{what}{_path_str(path)} is {space}, which has no fixed shape; supported: Box, "
+            "Discrete, MultiDiscrete, MultiBinary and Dict/Tuple of them"
+        )
+
+
+def _path_str(path: tuple) -> str:
+    return "".join(f"[{key!r}]" for key in path)
+
+
+def _get(structure: Any, path: tuple) -> Any:
+    for key in path:
+        structure = structure[key]
+    return structure
+
+
+def _assemble(space: gymnasium.Space, leaf_values: Iterator) -> Any:
+    """Rebuild the nested structure of `space` from leaf values in `_walk` order."""
+    if isinstance(space, spaces.Dict):
+        return {key: _assemble(child, leaf_values) for key, child in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_assemble(child, leaf_values) for child in space.spaces)
+    return next(leaf_values)
+
+
+def _leaves(space: gymnasium.Space, what: str, in_bytes: bool) -> list[Leaf]:
+    """Lay the leaves out one after another. With `in_bytes`, offsets count bytes and
+    each leaf starts at a multiple of its itemsize; otherwise they count elements."""
+    leaves, offset = [], 0
+    for path, leaf_space in _walk(space, what):
+        count = math.prod(leaf_space.shape)
+        if in_bytes:
+            itemsize = np.dtype(leaf_space.dtype).itemsize
+            offset = -(-offset // itemsize) * itemsize
+            count *= itemsize
+        leaves.append(Leaf(path, leaf_space, np.dtype(leaf_space.dtype), leaf_space.shape, offset, offset + count))
+        offset += count
+    if not leaves or offset == 0:
+        raise ValueError(f"{what} {space} has no elements")
+    return leaves
+
+
+def _bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (low, high) of one leaf, inclusive."""
+    if isinstance(space, spaces.Box):
+        return space.low.ravel(), space.high.ravel()
+    if isinstance(space, spaces.Discrete):
+        return np.array([space.start]), np.array([space.start + space.n - 1])
+    if isinstance(space, spaces.MultiDiscrete):
+        return space.start.ravel(), (space.start + space.nvec - 1).ravel()
+    return np.zeros(space.n, np.int8).ravel(), np.ones(space.n, np.int8).ravel()
+
+
+class SpaceTree:
+    """A structured observation space laid out as one flat row.
+
+    `flat_space` is the Box of one row; `leaves` lists every leaf (path, dtype, shape,
+    offset). `flatten` writes observations into rows, `unflatten` reads rows back as
+    nested dicts/tuples of views. Both accept any leading batch dims on the row array.
+    """
+
+    def __init__(self, space: gymnasium.Space):
+        if not isinstance(space, gymnasium.Space):
+            raise TypeError(f"space must be a gymnasium.Space, got {type(space).__name__}")
+        self.space = space
+        self.leaves = _leaves(space, "observation space", in_bytes=False)
+        leaf_dtypes = {leaf.dtype for leaf in self.leaves}
+        self.is_bytes = len(leaf_dtypes) > 1
+        if not self.is_bytes:
+            self.dtype = leaf_dtypes.pop()
+            low, high = zip(*(_bounds(leaf.space) for leaf in self.leaves))
+            low, high = np.concatenate(low).astype(self.dtype), np.concatenate(high).astype(self.dtype)
+            self.size = self.leaves[-1].stop
+            self.flat_space = spaces.Box(low, high, (self.size,), self.dtype)
+        else:
+            self.dtype = np.dtype(np.uint8)
+            self.leaves = _leaves(space, "observation space", in_bytes=True)
+            # Pad the row to the widest itemsize so every row of a batch stays aligned.
+            widest = max(leaf.dtype.itemsize for leaf in self.leaves)
+            self.size = -(-self.leaves[-1].stop // widest) * widest
+            self.flat_space = spaces.Box(0, 255, (self.size,), np.uint8)
+        self._torch_cache = None  # (row dtype, [leaf dtypes]), resolved on first torch use
+
+    def leaf(self, *path) -> Leaf:
+        """The leaf at `path` (keys of Dicts, indices of Tuples)."""
+        for leaf in self.leaves:
+            if leaf.path == path:
+                return leaf
+        raise KeyError(f"no leaf at path {path}; leaves: {[leaf.path for leaf in self.leaves]}")
+
+    def flatten(self, observation: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Write `observation` (a structure matching the space) into `out`, a row
+        `[size]` or a batch `[*batch, size]` when every leaf carries the same leading
+        batch dims. Allocates a single row when `out` is None. Returns `out`."""
+        if out is None:
+            out = np.zeros(self.size, self.dtype)
+        self.writer(out)(observation)
+        return out
+
+    def writer(self, out: np.ndarray) -> Callable[[Any], None]:
+        """`flatten` into a fixed `out` with its leaf views computed once: the adapters'
+        per-step path, a handful of `np.copyto` calls."""
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+        targets = list(zip(self.leaves, self._leaf_views(out, "out")))
+        def write(observation: Any) -> None:
+            for leaf, view in targets:
+                try:
+                    np.copyto(view, _get(observation, leaf.path), casting="same_kind")
+                except (KeyError, IndexError, TypeError, ValueError) as error:
+                    raise ValueError(f"observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
+
+        return write
+
+    def unflatten(self, flat: Any) -> Any:
+        """The nested structure of `flat` (NumPy array or torch tensor `[*batch, size]`),
+        each leaf a view `[*batch, *leaf.shape]` sharing memory with `flat`."""
+        return _assemble(self.space, iter(self._leaf_views(flat, "flat")))
+
+    def _leaf_views(self, flat: Any, name: str) -> list:
+        is_numpy = isinstance(flat, np.ndarray)
+        if not is_numpy and not hasattr(flat, "untyped_storage"):
+            raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(flat).__name__}")
+        row_dtype, leaf_dtypes = (self.dtype, [leaf.dtype for leaf in self.leaves]) if is_numpy else self._torch_dtypes()
+        if flat.dtype != row_dtype or flat.ndim < 1 or flat.shape[-1] != self.size:
+            raise ValueError(
+                f"{name} must have shape [..., {self.size}] and dtype {row_dtype}, got {tuple(flat.shape)} {flat.dtype}"
+            )
+        batch = tuple(flat.shape[:-1])
+        slices = [flat[..., leaf.start : leaf.stop] for leaf in self.leaves]
+        if self.is_bytes:
+            slices = [s.view(dtype) for s, dtype in zip(slices, leaf_dtypes)]
+        if is_numpy:
+            return [s.reshape(batch + leaf.shape) for s, leaf in zip(slices, self.leaves)]
+        # torch: .view never copies (it raises instead), which is the guarantee we want.
+        return [s.view(batch + leaf.shape) for s, leaf in zip(slices, self.leaves)]
+
+    def _torch_dtypes(self) -> tuple:
+        if self._torch_cache is None:
+            import torch
+
+            def to_torch(dtype):
+                return torch.from_numpy(np.empty(0, dtype)).dtype
+
+            self._torch_cache = (to_torch(self.dtype), [to_torch(leaf.dtype) for leaf in self.leaves])
+        return self._torch_cache
+
+
+class ActionTree:
+    """A structured action space as one flat action row: MultiDiscrete when every leaf is
+    discrete (Discrete/MultiDiscrete/MultiBinary; `start` offsets are kept so flat values
+    equal env values), float32 Box when every leaf is a Box. A top-level Discrete stays
+    Discrete. `unflatten(row)` gives the env action; `flatten(action)` the flat row."""
+
+    def __init__(self, space: gymnasium.Space):
+        if not isinstance(space, gymnasium.Space):
+            raise TypeError(f"space must be a gymnasium.Space, got {type(space).__name__}")
+        self.space = space
+        self.leaves = _leaves(space, "action space", in_bytes=False)
+        discrete = [isinstance(leaf.space, DISCRETE_SPACES) for leaf in self.leaves]
+        if any(discrete) and not all(discrete):
+            kinds = {leaf.path: type(leaf.space).__name__ for leaf in self.leaves}
+            raise ValueError(
+                f"action space mixes discrete and continuous leaves ({kinds}); puffercore's flat "
+                "actions are either MultiDiscrete or Box. Split the action or discretize the Box."
+            )
+        low, high = zip(*(_bounds(leaf.space) for leaf in self.leaves))
+        low, high = np.concatenate(low), np.concatenate(high)
+        # The scalar type of a top-level Discrete: unflatten's fast path.
+        self._discrete = space.dtype.type if isinstance(space, spaces.Discrete) else None
+        if isinstance(space, spaces.Discrete):
+            self.flat_space = space
+        elif all(discrete):
+            self.flat_space = spaces.MultiDiscrete(high - low + 1, start=low)
+        else:
+            self.flat_space = spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+
+    def unflatten(self, row: np.ndarray) -> Any:
+        """The env action of one flat row. Discrete leaves become NumPy scalars of the
+        leaf's dtype, as gymnasium's own vector envs pass them (and its `Discrete.contains`
+        checks them faster than Python ints, for which it builds an `np.iinfo`)."""
+        if self._discrete is not None:
+            return self._discrete(row)
+        values = (
+            leaf.dtype.type(row[leaf.start])
+            if isinstance(leaf.space, spaces.Discrete)
+            else row[leaf.start : leaf.stop].reshape(leaf.shape).astype(leaf.dtype)
+            for leaf in self.leaves
+        )
+        return _assemble(self.space, values)
+
+    def unflatten_batch(self, rows: np.ndarray) -> Any:
+        """The env actions of flat rows `[k, ...]`, an iterable of k: a whole batch
+        converted at once, so a plain Discrete costs one `astype` instead of k scalars."""
+        if self._discrete is not None:
+            return rows.astype(self.space.dtype)
+        return [self.unflatten(row) for row in rows]
+
+    def flatten(self, action: Any) -> np.ndarray:
+        row = np.zeros(self.flat_space.shape, self.flat_space.dtype)
+        if isinstance(self.space, spaces.Discrete):
+            row[...] = action
+            return row
+        for leaf in self.leaves:
+            row[leaf.start : leaf.stop] = np.ravel(_get(action, leaf.path))
+        return row
