@@ -4,34 +4,20 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
-#if defined(__x86_64__) || defined(_M_X64)
-#include <immintrin.h>
-static inline void cpu_pause() { _mm_pause(); }
-#elif defined(__aarch64__)
-static inline void cpu_pause() { asm volatile("yield"); }
-#else
-static inline void cpu_pause() {}
-#endif
+#include "shm_sync.h"
 
 namespace puffercore {
 
-// Wait until `word` no longer holds `old`; return the new value. Spin for up to
-// `spin_ns` first (timed, since a pause instruction lasts 10 to 140 cycles depending on
-// the CPU), then sleep in the futex. No sched_yield in the spin: on a machine with
-// other work, a yield hands the core to that work for a whole time slice.
+// Wait until `word` no longer holds `old`; return the new value: spin for up to
+// `spin_ns` (pc_spin_until_change, shared with the processes backend), then sleep in the
+// futex of std::atomic::wait.
 static uint32_t wait_for_change(const std::atomic<uint32_t>& word, uint32_t old, int64_t spin_ns) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
-  for (int i = 0;; i++) {
-    uint32_t value = word.load(std::memory_order_acquire);
-    if (value != old) return value;
-    cpu_pause();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline) break;
-  }
-  uint32_t value;
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "the spin reads the atomic's word");
+  uint32_t value = pc_spin_until_change(reinterpret_cast<const uint32_t*>(&word), old, spin_ns);
+  if (value != old) return value;
   while ((value = word.load(std::memory_order_acquire)) == old) word.wait(old, std::memory_order_acquire);
   return value;
 }
@@ -158,7 +144,7 @@ void Engine::recv(int32_t* units_out, int count) {
   // them that long. Units still unclaimed after it belong to workers that are asleep
   // or have no core: the caller runs those itself, oldest sends first, so no unit waits
   // behind newer ones. When workers + 1 outnumber cores this keeps every core stepping.
-  for (int i = 0; i < kClaimWaitPauses && any_unclaimed(); i++) cpu_pause();
+  for (int i = 0; i < kClaimWaitPauses && any_unclaimed(); i++) PC_CPU_PAUSE();
   for (size_t i = 0; i < dispatched_.size() && static_cast<int32_t>(published - target) < 0; i++) {
     if (run_if_pending(dispatched_[i])) published = published_.load(std::memory_order_acquire);
   }
@@ -167,7 +153,7 @@ void Engine::recv(int32_t* units_out, int count) {
     std::atomic<int32_t>& slot = ring_[(consumed_ + i) % num_units_];
     int32_t value;
     // A later ticket may be published before an earlier one's slot is written.
-    while ((value = slot.load(std::memory_order_acquire)) == 0) cpu_pause();
+    while ((value = slot.load(std::memory_order_acquire)) == 0) PC_CPU_PAUSE();
     slot.store(0, std::memory_order_relaxed);
     units_out[i] = value - 1;
     returned_[value - 1] = true;
