@@ -3,7 +3,7 @@ worker processes that write straight into one shared-memory segment.
 
 Each worker owns a contiguous block of sub-envs (one "unit" of the batch). The step
 path uses no pipes: per-worker command and state words live in the shared segment and
-are read and written with atomics (puffercore._engine.SharedWords) and futex waits
+are read and written with atomics (puffercore._shared_words.SharedWords) and futex waits
 that wake across processes. Pipes carry only setup, episode infos and errors.
 
 Words, per worker w at WORDS_PER_WORKER * w:
@@ -33,7 +33,7 @@ from multiprocessing import reduction
 import cloudpickle
 import numpy as np
 
-from puffercore._engine import SharedWords
+from puffercore._shared_words import SharedWords
 from puffercore.env import Buffers, check_actions, check_seed
 from puffercore.vector.common import (
     Batcher, BatchStepper, EnvFactory, VectorEnv, check_batching, check_count, merge_infos,
