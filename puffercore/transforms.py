@@ -72,7 +72,23 @@ class RunningMeanStd:
         self.count = float(state["count"])
 
 
-class Normalize:
+class VectorWrapper:
+    """A vector env in front of `vec`: what a transform does not change (send, close,
+    every attribute it does not set) is the wrapped env's."""
+
+    vec: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.vec, name)
+
+    def send(self, actions) -> None:
+        self.vec.send(actions)
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+class Normalize(VectorWrapper):
     """A vector env whose observations and/or rewards are normalized (see the module
     docstring). Attributes other than the stepping API are the wrapped env's."""
 
@@ -97,8 +113,6 @@ class Normalize:
         # Moments at the last synchronize (the same on every process), to add only news.
         self._synced = {name: stats.moments() for name, stats in self._statistics()}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.vec, name)
 
     def freeze(self, frozen: bool = True) -> None:
         """Stop (or resume) updating the statistics, e.g. for evaluation."""
@@ -127,11 +141,6 @@ class Normalize:
         self._transform(batch.rows, observations, rewards, terminals, truncations, masks, batch.final_observations)
         return batch
 
-    def send(self, actions) -> None:
-        self.vec.send(actions)
-
-    def close(self) -> None:
-        self.vec.close()
 
     # ---- state -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -211,7 +220,7 @@ class Normalize:
         observations[...] = normalized
 
 
-class FrameStack:
+class FrameStack(VectorWrapper):
     """Each row's last `frames` observations, oldest first, as one flat row
     [frames * obs] (gymnasium's FrameStackObservation with reset padding, for vector envs):
     an episode starts with its first observation repeated, and the final observation of
@@ -238,8 +247,6 @@ class FrameStack:
         self.final_stacks = self.final_observations = np.zeros_like(self.stacks)  # the vector's, stacked
         self.fresh = np.ones(vec.num_agents, np.bool_)  # rows whose next observation starts an episode
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.vec, name)
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         observations, info = self.vec.reset(seed=seed, options=options)
@@ -266,11 +273,6 @@ class FrameStack:
         stacked.final_observations, stacked.rows = self.final_stacks[rows], rows
         return stacked
 
-    def send(self, actions) -> None:
-        self.vec.send(actions)
-
-    def close(self) -> None:
-        self.vec.close()
 
     def _advance(self, rows, observations: np.ndarray, ended: np.ndarray, finals: np.ndarray | None) -> None:
         """Shift the rows' frames, append their new observations; an ended row's final
