@@ -3,6 +3,7 @@
     python bench/compare_throughput.py                      # CartPole, the full table
     python bench/compare_throughput.py --envs 1,256,4096 --seconds 0.3
     python bench/compare_throughput.py --env mypackage.envs:MyEnv   # your own env
+    python bench/compare_throughput.py --python-only        # Python envs vs SyncVectorEnv only
 
 Rows (each at every env count, where it makes sense):
   native 1 thread       the ocean env's own step(): a plain C loop over envs
@@ -260,13 +261,53 @@ def ratio_line(label, numerator, denominator, target=None):
 
 
 PYTHON_ENVS = (("CartPole-v1", (64, 256)), ("Acrobot-v1", (64,)))
-ROUNDS = 5
+ROUNDS = 7
+_ENVS_IN_PROCESS: dict = {}
+
+
+def _raw_steps(env_id: str, steps: int) -> float:
+    """Seconds this process takes for `steps` plain env.step() calls of `env_id`."""
+    env = _ENVS_IN_PROCESS.get(env_id)
+    if env is None:
+        env = _ENVS_IN_PROCESS[env_id] = gymnasium.make(env_id)
+        env.reset(seed=0)
+    actions = [int(a) for a in np.random.default_rng(0).integers(0, env.action_space.n, steps)]
+    start = time.perf_counter()
+    for action in actions:
+        if any(env.step(action)[2:4]):
+            env.reset()
+    return time.perf_counter() - start
+
+
+class MachineScaling:
+    """How much faster two processes step a Python env than one on this machine: the
+    ceiling for any two-worker backend. One process steps alone, then two step the same
+    amount at once; on a machine whose cores share their physical core or are contended
+    by other guests this is well below 2 and changes from moment to moment, which is why
+    it is measured in the same rounds as the contenders."""
+
+    def __init__(self, env_id: str):
+        import multiprocessing
+
+        self.env_id = env_id
+        self.pool = multiprocessing.get_context("spawn").Pool(2)
+        self.pool.starmap(_raw_steps, [(env_id, 100)] * 2)
+
+    def measure(self, seconds: float) -> float:
+        steps = max(1000, int(seconds / 2 / 10e-6))
+        alone = self.pool.apply(_raw_steps, (self.env_id, steps))
+        together = max(self.pool.starmap(_raw_steps, [(self.env_id, steps)] * 2))
+        return 2 * alone / together
+
+    def close(self):
+        self.pool.terminate()
 
 
 def python_env_ratios(args):
     """gymnasium's SyncVectorEnv against puffercore on Python envs. Every contender is built
     first, then all are timed in alternating rounds (medians), so that a disturbance on a
-    shared machine hits them alike."""
+    shared machine hits them alike; the machine's own two-process scaling is measured in
+    the same rounds."""
     print("\nPython envs: puffercore / gymnasium SyncVectorEnv, side by side "
           f"(median of {ROUNDS} rounds of {args.seconds / 2} s)")
     for env_id, counts in PYTHON_ENVS:
@@ -281,14 +322,18 @@ def python_env_ratios(args):
                 "staggered x2": (lambda: make(backend="processes", num_workers=2, batch_size=n // 2), "staggered"),
             }
             contenders = {}
+            scaling = MachineScaling(env_id)
             try:
                 for name, (build, kind) in builders.items():
                     contenders[name] = (build(), sync_rate if kind == "sync" else staggered_rate)
                 rates = {name: [] for name in contenders}
+                scalings = []
                 for _ in range(ROUNDS):
                     for name, (env, measure_rate) in contenders.items():
                         rates[name].append(measure_rate(env, args.seconds / 2))
+                    scalings.append(scaling.measure(args.seconds / 2))
             finally:
+                scaling.close()
                 for env, _ in contenders.values():
                     env.close()
             rates = {name: float(np.median(values)) for name, values in rates.items()}
@@ -298,6 +343,11 @@ def python_env_ratios(args):
                 for name in ("serial", "processes x2", "staggered x2")))
             print(f"    adapter overhead: serial {1e6 / rates['serial']:.2f} us per env step - raw env.step "
                   f"{1e6 / rates['raw env.step']:.2f} us = {1e6 / rates['serial'] - 1e6 / rates['raw env.step']:.2f} us")
+            machine = float(np.median(scalings))
+            print(f"    this machine: 2 processes step {env_id} {machine:.2f}x as fast as 1 "
+                  f"(rounds: {', '.join(f'{x:.2f}' for x in scalings)}); processes x2 / serial "
+                  f"{rates['processes x2'] / rates['serial']:.2f}x, staggered x2 / serial "
+                  f"{rates['staggered x2'] / rates['serial']:.2f}x")
             if env_id == "CartPole-v1" and n == 256:
                 ratio_line("serial / SyncVectorEnv, CartPole-v1 256", rates["serial"], peer, 0.95)
                 ratio_line("processes x2 / SyncVectorEnv, CartPole-v1 256", rates["processes x2"], peer, 1.6)
@@ -395,8 +445,13 @@ def main():
     parser.add_argument("--env", help="MODULE:CALLABLE of your own env creator instead of CartPole")
     parser.add_argument("--plot", default="throughput.png", help="where to write the PNG plot ('' for none)")
     parser.add_argument("--no-targets", action="store_true", help="skip the target comparisons")
+    parser.add_argument("--python-only", action="store_true",
+                        help="only the Python-env ratios against gymnasium's SyncVectorEnv")
     args = parser.parse_args()
     args.envs = [int(n) for n in args.envs.split(",")]
+    if args.python_only:
+        python_env_ratios(args)
+        return
 
     if args.env is None:
         native_creator, python_creator, gym_env_fn = CartPole, cartpole_v1, cartpole_v1

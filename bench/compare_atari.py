@@ -1,18 +1,21 @@
-"""Preprocessed Atari throughput: puffercore against gymnasium, side by side in one run.
+"""Preprocessed Atari throughput: puffercore against EnvPool and gymnasium, side by side
+in one run.
 
-    python bench/bench_atari.py                        # Breakout, 8 envs, 3 rounds of 3 s
-    python bench/bench_atari.py --game Pong --seconds 5 --rounds 5
+    python bench/compare_atari.py                      # Breakout, 8 envs, 3 rounds of 3 s
+    python bench/compare_atari.py --game Pong --seconds 5 --rounds 5
 
 Rows (every one steps 8 envs, or 1 for the single-env rows, on random actions drawn
 beforehand, to 84x84x4 uint8 observations with the same preprocessing):
   puffercore processes  puffercore.vector, processes backend, 2 workers, AtariEnv
+  envpool               EnvPool's C++ Atari, 2 threads, the same preprocessing (if installed)
   gym Async             gymnasium AsyncVectorEnv, AtariPreprocessing + FrameStackObservation
   gym Sync              gymnasium SyncVectorEnv, the same wrappers
   gym Async + AtariEnv  AsyncVectorEnv of AtariEnv: the env's share apart from the vector's
   1 env: AtariEnv       one AtariEnv in this process
   1 env: gym wrappers   one AtariPreprocessing + FrameStackObservation in this process
 Rows are measured in alternating rounds; the table shows each row's median, then the
-ratios. Needs ale-py and, for gymnasium's AtariPreprocessing, opencv-python(-headless).
+ratios. Needs ale-py and, for gymnasium's AtariPreprocessing, opencv-python(-headless);
+the EnvPool row needs `pip install envpool`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,17 @@ def gymnasium_atari(game: str):
     return gymnasium.wrappers.FrameStackObservation(env, 4)
 
 
+def envpool_atari(game: str, num_envs: int, num_threads: int):
+    """EnvPool's Atari with the preprocessing of AtariEnv: its defaults differ on episodic
+    life and reward clipping (off), so both are set, and the rest is spelled out."""
+    import envpool
+
+    return envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, num_threads=num_threads,
+                        noop_max=30, frame_skip=4, img_height=84, img_width=84, stack_num=4, gray_scale=True,
+                        episodic_life=True, use_fire_reset=True, reward_clip=True, repeat_action_probability=0.0,
+                        max_episode_steps=27_000, seed=0)
+
+
 def timed(step, actions: np.ndarray, seconds: float, envs_per_step: int) -> float:
     """Env steps per second of calling `step(actions[i % POOL])` for `seconds`."""
     steps, start = 0, time.perf_counter()
@@ -59,6 +73,13 @@ def make_rows(game: str):
                                  num_workers=NUM_WORKERS, seed=0)
     vec.reset()
     rows["puffercore processes"] = (vec.step, NUM_ENVS, vec.close)
+    try:
+        pool = envpool_atari(game, NUM_ENVS, NUM_WORKERS)
+    except ImportError:
+        print("envpool: not installed (pip install envpool), its row is skipped")
+    else:
+        pool.reset()
+        rows["envpool"] = (pool.step, NUM_ENVS, pool.close)
     for name, vector_class, creator in (("gym Async", gymnasium.vector.AsyncVectorEnv, gymnasium_atari),
                                         ("gym Sync", gymnasium.vector.SyncVectorEnv, gymnasium_atari),
                                         ("gym Async + AtariEnv", gymnasium.vector.AsyncVectorEnv, AtariEnv)):
@@ -104,6 +125,8 @@ def main() -> None:
     for name, value in median.items():
         print(f"  {name:24s} {value:10,.0f}")
     ours = median["puffercore processes"]
+    if "envpool" in median:
+        print(f"puffercore processes / envpool:   {ours / median['envpool']:.2f}x")
     print(f"puffercore processes / gym Async: {ours / median['gym Async']:.2f}x")
     print(f"puffercore processes / gym Sync:  {ours / median['gym Sync']:.2f}x")
     print(f"1 env, AtariEnv / gym wrappers:   {median['1 env: AtariEnv'] / median['1 env: gym wrappers']:.2f}x")
