@@ -41,6 +41,8 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from puffercore import _image
+
 # No-frameskip ALE ids in their gymnasium form; "Breakout" means ALE/Breakout-v5.
 ALE_PREFIX = "ALE/"
 
@@ -83,22 +85,18 @@ def area_taps(size_in: int, size_out: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class AreaResize:
-    """A [H, W] uint8 image to [h, w] by area averaging (see `area_taps`)."""
+    """A [H, W] uint8 image to [h, w] by area averaging (see `area_taps`), in C
+    (`puffercore._image`), without the GIL."""
 
     def __init__(self, shape_in: tuple[int, int], shape_out: tuple[int, int]):
+        self.shape_in = tuple(shape_in)
         self.rows, self.row_weights = area_taps(shape_in[0], shape_out[0])
         self.cols, self.col_weights = area_taps(shape_in[1], shape_out[1])
-        self.row_weights = self.row_weights[:, :, None]  # broadcast over the columns
 
     def __call__(self, image: np.ndarray, out: np.ndarray) -> None:
-        across = image[:, self.cols[:, 0]] * self.col_weights[:, 0]
-        for k in range(1, self.cols.shape[1]):
-            across += image[:, self.cols[:, k]] * self.col_weights[:, k]
-        down = across[self.rows[:, 0]] * self.row_weights[:, 0]
-        for k in range(1, self.rows.shape[1]):
-            down += across[self.rows[:, k]] * self.row_weights[:, k]
-        np.rint(down, out=down)  # OpenCV rounds half to even too
-        np.copyto(out, down, casting="unsafe")
+        if image.shape != self.shape_in:  # the taps index the image: a smaller one would be read past its end
+            raise ValueError(f"image must have shape {self.shape_in}, got {image.shape}")
+        _image.area_resize(image, out, self.rows, self.row_weights, self.cols, self.col_weights)
 
 
 class AtariEnv(gymnasium.Env):

@@ -1,8 +1,8 @@
 """AtariEnv against gymnasium's own Atari wrappers, frame by frame, and end to end in PPO.
 
 gymnasium's AtariPreprocessing resizes with OpenCV (INTER_AREA), so the comparisons need
-cv2 (opencv-python-headless, in the test extra); AtariEnv's NumPy resize gives the same
-bytes, which the comparison checks on every frame."""
+cv2 (opencv-python-headless, in the test extra); AtariEnv's resize (a C kernel) gives the
+same bytes, which the comparison checks on every frame."""
 
 import numpy as np
 import pytest
@@ -109,6 +109,24 @@ def test_area_resize_of_constant_and_checkerboard():
     board = (np.indices((210, 160)).sum(0) % 2 * 255).astype(np.uint8)
     resize(board, out)
     assert np.abs(out.astype(int) - 128).max() <= 26  # area averaging blurs to the mean
+
+
+@pytest.mark.parametrize("shape_in, shape_out", [((210, 160), (84, 84)), ((250, 160), (84, 84)), ((97, 61), (13, 29))])
+def test_area_resize_equals_opencv_inter_area(shape_in, shape_out):
+    cv2 = pytest.importorskip("cv2")
+    resize, out = AreaResize(shape_in, shape_out), np.empty(shape_out, np.uint8)
+    for seed in range(5):
+        image = np.random.default_rng(seed).integers(0, 256, shape_in, dtype=np.uint8)
+        resize(image, out)
+        np.testing.assert_array_equal(out, cv2.resize(image, shape_out[::-1], interpolation=cv2.INTER_AREA))
+
+
+def test_area_resize_refuses_an_image_of_another_shape():
+    resize, out = AreaResize((210, 160), (84, 84)), np.empty((84, 84), np.uint8)
+    with pytest.raises(ValueError, match="image must have shape"):
+        resize(np.zeros((100, 160), np.uint8), out)
+    with pytest.raises(ValueError, match="taps do not fit"):
+        resize(np.zeros((210, 160), np.uint8), np.empty((80, 84), np.uint8))
 
 
 def test_bad_arguments_are_named():
