@@ -107,7 +107,7 @@ def run_sb3(task: str, seed: int, steps: int, hyperparameters: dict) -> dict:
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **settings)
     model.learn(total_timesteps=steps, callback=Record())
     returns = [info["r"] for info in list(model.ep_info_buffer)[-WINDOW:]]
-    return {"final": sum(returns) / len(returns), "seconds": time.perf_counter() - start,
+    return {"final": sum(returns) / WINDOW if len(returns) == WINDOW else None, "seconds": time.perf_counter() - start,
             "steps": model.num_timesteps, "curve": curve, "settings": "rl-zoo hyperparameters"}
 
 
@@ -118,6 +118,11 @@ def _in_subprocess(script: str, side: str, task: str, seed: int, steps: int) -> 
     command = [sys.executable, script, "--one", side, task, str(seed), str(steps)]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def _shown(value: float | None) -> str:
+    """A return as printed; n/a when fewer than WINDOW episodes ended (a tiny --steps)."""
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -142,7 +147,8 @@ def _plot(results: dict, path: str) -> None:
         axis.set_title(task)
         axis.set_xlabel("env steps")
         axis.set_ylabel(f"mean return, last {WINDOW} episodes")
-        axis.legend()
+        if axis.get_legend_handles_labels()[0]:  # no curve before WINDOW episodes ended
+            axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 
@@ -179,21 +185,21 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
             runs = results[task][side]
             for seed in range(1, args.seeds + 1):
                 runs.append(_in_subprocess(script, side, task, seed, steps))
-                print(f"{task:<12} {side:>10} seed {seed}: final return {runs[-1]['final']:8.1f} after "
-                      f"{runs[-1]['steps']:,} steps, {runs[-1]['seconds']:7.1f} s", flush=True)
-            finals = [run["final"] for run in runs]
-            mean, std = _mean_std(finals)
+                print(f"{task:<14} {side:>10} seed {seed}: final return {_shown(runs[-1]['final'])} after "
+                      f"{runs[-1]['steps']:,} steps, {runs[-1]['seconds']:.1f} s", flush=True)
+            finals = [run["final"] for run in runs if run["final"] is not None]
+            mean, std = _mean_std(finals) if finals else (None, None)
             seconds = sum(run["seconds"] for run in runs) / len(runs)
             summary[side] = (mean, seconds)
-            print(f"{task:<12} {steps:>9,} steps  {side:>10}: {mean:8.1f} +- {std:6.1f}  "
-                  f"(seeds: {', '.join(f'{final:.1f}' for final in finals)}), {seconds:6.1f} s per run "
+            print(f"{task:<14} {steps:>9,} steps  {side:>10}: {_shown(mean)} +- {_shown(std)}  "
+                  f"(seeds: {', '.join(_shown(run['final']) for run in runs)}), {seconds:6.1f} s per run "
                   f"[{runs[0]['settings']}]", flush=True)
-        comparison = ["final return " + " vs ".join(f"{side} {summary[side][0]:.1f}" for side in sides)]
+        comparison = ["final return " + " vs ".join(f"{side} {_shown(summary[side][0])}" for side in sides)]
         if len(sides) == 2:
             comparison.insert(0, f"wall time sb3/puffercore {summary['sb3'][1] / summary['puffercore'][1]:.1f}x")
         if task in references:
             comparison.append(f"{label} {references[task]}")
-        print(f"{task:<12} " + "; ".join(comparison), flush=True)
+        print(f"{task:<14} " + "; ".join(comparison), flush=True)
     _plot(results, args.png)
     print(f"learning curves: {args.png}")
 
