@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 # gymnasium's CartPole picture: a 600 x 400 screen showing x in [-2.4, 2.4], a 50 x 30
-# cart whose top is 100 pixels above the bottom, a 10-pixel pole 1 m (125 pixels) long
-# pivoting a quarter of the cart's height above its centre.
+# cart centred on the track 100 pixels above the bottom, a 10-pixel pole 1 m (125
+# pixels) long pivoting a quarter of the cart's height above the cart's centre.
 CARTPOLE_HEIGHT, CARTPOLE_WIDTH = 400, 600
 _SCALE = CARTPOLE_WIDTH / 4.8
 _CART_Y, _CART_HALF_WIDTH, _CART_HALF_HEIGHT = 100, 25.0, 15.0
