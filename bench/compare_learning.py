@@ -25,22 +25,33 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 WINDOW = 20
-TASKS = {  # id: (env-step budget, puffercore overrides of PPOConfig(), SB3 rl-zoo hyperparameters)
-    "CartPole-v1": (500_000, {}, dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                                      ent_coef=0.0, learning_rate=("linear", 1e-3), clip_range=("linear", 0.2))),
-    "Acrobot-v1": (500_000, {}, dict(n_envs=16, normalize=True, n_steps=256, gae_lambda=0.94, gamma=0.99, n_epochs=4,
-                                     ent_coef=0.0)),
-    "Pendulum-v1": (1_000_000, {"norm_obs": True, "norm_reward": True},
-                    dict(n_envs=4, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
-                         learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4)),
+
+
+class Task(NamedTuple):
+    steps: int  # the env-step budget
+    puffercore: dict  # overrides of the task's `puffercore train` config
+    sb3: dict  # stable-baselines3 rl-zoo hyperparameters (see run_sb3)
+
+
+TASKS = {
+    "CartPole-v1": Task(500_000, {}, dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                                          ent_coef=0.0, learning_rate=("linear", 1e-3), clip_range=("linear", 0.2))),
+    "Acrobot-v1": Task(500_000, {}, dict(n_envs=16, normalize=True, n_steps=256, gae_lambda=0.94, gamma=0.99,
+                                         n_epochs=4, ent_coef=0.0)),
+    "Pendulum-v1": Task(1_000_000, {"norm_obs": True, "norm_reward": True},
+                        dict(n_envs=4, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
+                             learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4)),
 }
-CLEANRL = {"CartPole-v1": "492.4 +- 13.1", "Acrobot-v1": "-89.9 +- 6.3"}
+CLEANRL = ("CleanRL published", {"CartPole-v1": "492.4 +- 13.1", "Acrobot-v1": "-89.9 +- 6.3"})
 
 
-def run_puffercore(task: str, seed: int, steps: int) -> dict:
+def run_puffercore(task: str, seed: int, steps: int, overrides: dict) -> dict:
+    """`puffercore train <task>` (the task's preset, if it has one) with `overrides`."""
     from puffercore.ppo import PPOConfig, train
+    from puffercore.ppo.config import preset_for
 
     curve = []
 
@@ -50,16 +61,20 @@ def run_puffercore(task: str, seed: int, steps: int) -> dict:
             curve.append((trainer.global_step, recent))
         return False
 
-    overrides = TASKS[task][1]
-    config = PPOConfig(seed=seed, total_timesteps=steps, quiet=True, tensorboard=False,
-                       run_dir=tempfile.mkdtemp(prefix=f"bench-{task}-"), **overrides)
+    env = f"gymnasium:{task}"
+    config = PPOConfig.for_env(env, seed=seed, total_timesteps=steps, quiet=True, tensorboard=False,
+                               run_dir=tempfile.mkdtemp(prefix=f"bench-{task}-"), **overrides)
     start = time.perf_counter()
-    trainer = train(config, f"gymnasium:{task}", until=record)
+    trainer = train(config, env, until=record)
+    settings = "its preset" if preset_for(env) else "PPOConfig() defaults"
     return {"final": trainer.recent_return(), "seconds": time.perf_counter() - start, "steps": trainer.global_step,
-            "curve": curve, "settings": f"PPOConfig() defaults{' + ' + str(overrides) if overrides else ''}"}
+            "curve": curve, "settings": settings + (f" + {overrides}" if overrides else "")}
 
 
-def run_sb3(task: str, seed: int, steps: int) -> dict:
+def run_sb3(task: str, seed: int, steps: int, hyperparameters: dict) -> dict:
+    """SB3's PPO with rl-zoo `hyperparameters`, read as rl-zoo reads them: n_envs,
+    normalize (VecNormalize with the algorithm's gamma), ("linear", start) schedules,
+    policy_kwargs with activation_fn named as in torch.nn."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -67,13 +82,16 @@ def run_sb3(task: str, seed: int, steps: int) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
 
     torch.set_num_threads(1)
-    settings = dict(TASKS[task][2])
+    settings = dict(hyperparameters)
     env = make_vec_env(task, n_envs=settings.pop("n_envs"), seed=seed)
     if settings.pop("normalize", False):
-        env = VecNormalize(env)
+        env = VecNormalize(env, gamma=settings.get("gamma", 0.99))
     for name, value in settings.items():
         if isinstance(value, tuple):  # ("linear", start): decayed to 0 over the run, as rl-zoo's lin_ values
             settings[name] = (lambda start: lambda remaining: remaining * start)(value[1])
+    if "activation_fn" in settings.get("policy_kwargs", {}):
+        settings["policy_kwargs"] = {**settings["policy_kwargs"],
+                                     "activation_fn": getattr(torch.nn, settings["policy_kwargs"]["activation_fn"])}
     curve = []
 
     class Record(BaseCallback):
@@ -89,17 +107,22 @@ def run_sb3(task: str, seed: int, steps: int) -> dict:
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **settings)
     model.learn(total_timesteps=steps, callback=Record())
     returns = [info["r"] for info in list(model.ep_info_buffer)[-WINDOW:]]
-    return {"final": sum(returns) / len(returns), "seconds": time.perf_counter() - start,
+    return {"final": sum(returns) / WINDOW if len(returns) == WINDOW else None, "seconds": time.perf_counter() - start,
             "steps": model.num_timesteps, "curve": curve, "settings": "rl-zoo hyperparameters"}
 
 
 RUNNERS = {"puffercore": run_puffercore, "sb3": run_sb3}
 
 
-def _in_subprocess(side: str, task: str, seed: int, steps: int) -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "--one", side, task, str(seed), str(steps)]
+def _in_subprocess(script: str, side: str, task: str, seed: int, steps: int) -> dict:
+    command = [sys.executable, script, "--one", side, task, str(seed), str(steps)]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def _shown(value: float | None) -> str:
+    """A return as printed; n/a when fewer than WINDOW episodes ended (a tiny --steps)."""
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -124,50 +147,63 @@ def _plot(results: dict, path: str) -> None:
         axis.set_title(task)
         axis.set_xlabel("env steps")
         axis.set_ylabel(f"mean return, last {WINDOW} episodes")
-        axis.legend()
+        if axis.get_legend_handles_labels()[0]:  # no curve before WINDOW episodes ended
+            axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N per task and side (default 3)")
+def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str, str]], seeds: int,
+            png: str, description: str) -> None:
+    """The command line of a comparison script (this one, compare_mujoco.py): every run
+    of `tasks` in its own subprocess of `script`, a line per run and per task (the
+    final returns next to `reference`: its label and a text per task), the curves in a
+    PNG."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--tasks", nargs="+", choices=sorted(tasks), default=list(tasks))
+    parser.add_argument("--seeds", type=int, default=seeds, help=f"seeds 1..N per task and side (default {seeds})")
     parser.add_argument("--only", choices=sorted(RUNNERS), help="one side only")
     parser.add_argument("--steps", type=int, default=0, help="override every task's budget (for a quick look)")
-    parser.add_argument("--png", default="compare_learning.png", help="learning curves (default compare_learning.png)")
+    parser.add_argument("--png", default=png, help=f"learning curves (default {png})")
     parser.add_argument("--one", nargs=4, metavar=("SIDE", "TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         side, task, seed, steps = args.one
-        print(json.dumps(RUNNERS[side](task, int(seed), int(steps))))
+        print(json.dumps(RUNNERS[side](task, int(seed), int(steps), getattr(tasks[task], side))))
         return
 
     sides = [args.only] if args.only else list(RUNNERS)
+    label, references = reference
     print(f"final return = mean of the last {WINDOW} episodes at the end of the budget; seeds 1..{args.seeds}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     results: dict = {}
     for task in args.tasks:
-        steps = args.steps or TASKS[task][0]
-        results[task] = {side: [_in_subprocess(side, task, seed, steps) for seed in range(1, args.seeds + 1)]
-                         for side in sides}
+        steps = args.steps or tasks[task].steps
+        results[task] = {side: [] for side in sides}
         summary = {}
         for side in sides:
             runs = results[task][side]
-            finals = [run["final"] for run in runs]
-            mean, std = _mean_std(finals)
+            for seed in range(1, args.seeds + 1):
+                runs.append(_in_subprocess(script, side, task, seed, steps))
+                print(f"{task:<14} {side:>10} seed {seed}: final return {_shown(runs[-1]['final'])} after "
+                      f"{runs[-1]['steps']:,} steps, {runs[-1]['seconds']:.1f} s", flush=True)
+            finals = [run["final"] for run in runs if run["final"] is not None]
+            mean, std = _mean_std(finals) if finals else (None, None)
             seconds = sum(run["seconds"] for run in runs) / len(runs)
             summary[side] = (mean, seconds)
-            print(f"{task:<12} {steps:>9,} steps  {side:>10}: {mean:8.1f} +- {std:6.1f}  "
-                  f"(seeds: {', '.join(f'{final:.1f}' for final in finals)}), {seconds:6.1f} s per run "
+            print(f"{task:<14} {steps:>9,} steps  {side:>10}: {_shown(mean)} +- {_shown(std)}  "
+                  f"(seeds: {', '.join(_shown(run['final']) for run in runs)}), {seconds:6.1f} s per run "
                   f"[{runs[0]['settings']}]", flush=True)
+        comparison = ["final return " + " vs ".join(f"{side} {_shown(summary[side][0])}" for side in sides)]
         if len(sides) == 2:
-            print(f"{task:<12} wall time sb3/puffercore {summary['sb3'][1] / summary['puffercore'][1]:.1f}x; "
-                  f"final return puffercore {summary['puffercore'][0]:.1f} vs sb3 {summary['sb3'][0]:.1f}"
-                  + (f"; CleanRL published {CLEANRL[task]}" if task in CLEANRL else ""), flush=True)
+            comparison.insert(0, f"wall time sb3/puffercore {summary['sb3'][1] / summary['puffercore'][1]:.1f}x")
+        if task in references:
+            comparison.append(f"{label} {references[task]}")
+        print(f"{task:<14} " + "; ".join(comparison), flush=True)
     _plot(results, args.png)
     print(f"learning curves: {args.png}")
 
 
 if __name__ == "__main__":
-    main()
+    compare(os.path.abspath(__file__), TASKS, CLEANRL, seeds=3, png="compare_learning.png",
+            description=__doc__.split("\n\n")[0])

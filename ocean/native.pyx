@@ -8,8 +8,8 @@ its `__init__` checks its keyword arguments, sets `single_observation_space` and
 its `_configure(address)` writes the config fields of one env struct. NativeEnv does
 the rest: allocates the env array, binds the buffers (its own, or slices of shared ones
 handed in as `buffers=`), seeds, validates actions, steps with the GIL released, drains
-episode logs into `info`, renders through the subclass's `_render_ansi(address)`, and
-frees everything in `close()`.
+episode logs into `info`, renders through the subclass's `_render_<mode>(address)`
+(`_render_ansi`, `_render_rgb_array`), and frees everything in `close()`.
 
 For the vector engine (the threads backend steps envs without Python):
   spec_address  a `const PcEnvSpec*`: this instance's copy of the spec, with the sizes
@@ -435,7 +435,8 @@ class NativeEnv(_EnvArray, PufferEnv):
     `super().__init__(spec_capsule(&SPEC), num_envs, seed, buffers, render_mode)`;
     pass `rows=` / `env_size=` when the spec leaves them 0. Implement
     `_configure(address)` to write config fields into one env struct, and
-    `_render_ansi(address)` if "ansi" is in `metadata["render_modes"]`. Envs with
+    `_render_<mode>(address)` for each mode in `metadata["render_modes"]` ("ansi": a
+    string, "rgb_array": a uint8 [height, width, 3] array). Envs with
     state-dependent legal actions call `reject_illegal_actions(check_address)` (for
     illegal_move="error", see ILLEGAL_MOVES) and implement
     `_describe_illegal_action(row, env_index)`, the start of the error message.
@@ -447,7 +448,7 @@ class NativeEnv(_EnvArray, PufferEnv):
         """Write this instance's config into the env struct at `address` (an int)."""
 
     def render(self):
-        """render_mode "ansi": a text picture of sub-env 0."""
+        """A picture of sub-env 0 in the render_mode given at construction (None without one)."""
         if self.render_mode is None:
             return None
-        return self._render_ansi(self.env_address(0))
+        return getattr(self, f"_render_{self.render_mode}")(self.env_address(0))

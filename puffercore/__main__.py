@@ -7,6 +7,7 @@
     puffercore train --config runs/cartpole-.../config.json
     puffercore train --resume runs/cartpole-...     # continue from the run's checkpoint
     puffercore eval --checkpoint runs/cartpole-.../checkpoint.pt --render
+    puffercore eval --checkpoint runs/cartpole-... --video cartpole.mp4 --episodes 3
     puffercore bench compare_training               # runs bench/compare_training.py
     puffercore plot runs/cartpole-...               # learning_curve.png
     puffercore alphazero connect4 --minutes 30      # AlphaZero self-play training
@@ -78,13 +79,16 @@ def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         frames.append(_ascii_frame(drawn_env, observation, reward))
 
     returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
-                           max_steps=args.max_steps, on_step=show if args.render else None, env=args.env)
+                           max_steps=args.max_steps, on_step=show if args.render else None, env=args.env,
+                           video=args.video)
     if args.render:
         print("\n\n".join(frames[-args.render_steps:]))
     mean = sum(returns) / len(returns)
     print(f"{args.checkpoint}: {len(returns)} episodes, mean return {mean:.2f}, "
           f"min {min(returns):.2f}, max {max(returns):.2f}")
     print("returns:", " ".join(f"{value:.1f}" for value in returns))
+    if args.video:
+        print(f"video: {args.video}")
 
 
 def _ascii_frame(env: str, observation, reward: float) -> str:
@@ -180,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(handler=_train, command_parser=train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
-        "Play episodes with a trained policy and print their returns (and an ASCII render)."))
+        "Play episodes with a trained policy and print their returns (and an ASCII render, or a video)."))
     evaluate.add_argument("env", nargs="?", help="the env, when the checkpoint could not name it (else checked against it)")
     evaluate.add_argument("--checkpoint", required=True, help="checkpoint.pt or its run directory")
     evaluate.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
@@ -190,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
     evaluate.add_argument("--render", action="store_true", help="print ASCII frames of the last steps")
     evaluate.add_argument("--render-steps", type=int, default=5, help="frames to print with --render (default 5)")
+    evaluate.add_argument("--video", metavar="FILE", help=(
+        "record the episodes into an MP4 from the env's rgb_array render (pip install \"puffercore[video]\")"))
     evaluate.set_defaults(handler=_eval, command_parser=evaluate)
 
     bench = commands.add_parser("bench", help="run a benchmark script from bench/", description=(
@@ -220,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:  # every command sets its handler(args, its parser)
         args.handler(args, args.command_parser)
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
         args.command_parser.error(str(error))
 
 

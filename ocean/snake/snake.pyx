@@ -5,6 +5,7 @@ import gymnasium
 import numpy as np
 
 from libc.stdint cimport int32_t, uint8_t
+from puffercore import render
 from puffercore.env cimport PcEnvSpec, spec_capsule
 from puffercore.ocean.native import NativeEnv, check_int
 
@@ -27,7 +28,11 @@ class Snake(NativeEnv):
     Discrete(4) actions (up, down, left, right). Observation: the uint8 cells within
     `vision` of the head, flattened (2*vision+1)^2: 0 empty, 1 food, 2 wall, 3 own body,
     4 another snake. Reward +1 for food, -1 for dying; a dead snake respawns at once.
+    Renders env 0's grid as text ("ansi") or as a picture ("rgb_array").
     """
+
+    # A snake moves one cell a step: 15 steps a second is watchable.
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 15}
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *,
                  width=16, height=16, num_snakes=4, num_food=4, vision=5):
@@ -50,16 +55,23 @@ class Snake(NativeEnv):
         env.width, env.height = self.width, self.height
         env.num_snakes, env.num_food, env.vision = self.num_snakes, self.num_food, self.vision
 
-    def _render_ansi(self, size_t address):
-        """'#' walls, '*' food, snake k as its letter: upper case head, lower case body."""
+    def _grid(self, size_t address):
+        """The cell codes inside the walls, [height, width], and where the heads are."""
         cdef CSnake* env = <CSnake*>address
         cdef int32_t inside = env.width * env.height
-        codes = [env.cells[snake_inside(env, i)] for i in range(inside)]
-        picture = [".*"[code] if code < 3 else chr(ord("a") + (code - 3) % 26) for code in codes]
-        heads = {snake_head(&env.agents[k], inside) for k in range(env.num_snakes) if env.agents[k].length > 0}
-        for i in range(inside):
-            if snake_inside(env, i) in heads:
-                picture[i] = picture[i].upper()
-        wall = "#" * (env.width + 2) + "\n"
-        rows = ("#" + "".join(picture[r * env.width:(r + 1) * env.width]) + "#\n" for r in range(env.height))
-        return wall + "".join(rows) + wall
+        cells = np.array([env.cells[snake_inside(env, i)] for i in range(inside)], np.uint8)
+        head_cells = {snake_head(&env.agents[k], inside) for k in range(env.num_snakes) if env.agents[k].length > 0}
+        heads = np.array([snake_inside(env, i) in head_cells for i in range(inside)])
+        return cells.reshape(env.height, env.width), heads.reshape(env.height, env.width)
+
+    def _render_ansi(self, size_t address):
+        """'#' walls, '*' food, snake k as its letter: upper case head, lower case body."""
+        cells, heads = self._grid(address)
+        picture = [[".*"[code] if code < 3 else chr(ord("a") + (code - 3) % 26) for code in row] for row in cells]
+        for r, c in zip(*np.nonzero(heads)):
+            picture[r][c] = picture[r][c].upper()
+        wall = "#" * (self.width + 2) + "\n"
+        return wall + "".join("#" + "".join(row) + "#\n" for row in picture) + wall
+
+    def _render_rgb_array(self, size_t address):
+        return render.snake(*self._grid(address))

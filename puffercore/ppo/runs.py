@@ -4,6 +4,7 @@
     trainer = train(PPOConfig.for_env("cartpole"), "cartpole")
     trainer = train({"total_timesteps": 1_000_000}, resume="runs/cartpole-...")   # extend a run
     returns = evaluate("runs/cartpole-...", episodes=10)
+    returns = evaluate("runs/cartpole-...", episodes=3, video="cartpole.mp4")   # and a video of them
 
 Checkpoints are taken at rollout boundaries every `checkpoint_interval` updates, at the
 end and on Ctrl-C; they hold model, optimizer, RNG streams, counters and normalization
@@ -32,6 +33,7 @@ from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.parts import make_policy, make_vector, transformed
 from puffercore.ppo.trainer import Trainer
 from puffercore.transforms import Normalize
+from puffercore.video import VideoRecorder, rgb_array_env
 
 
 # What a PPO checkpoint holds at least (Trainer.state_dict).
@@ -201,29 +203,39 @@ def saved_env_spec(path: str) -> str | None:
 
 @torch.no_grad()
 def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
-             on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None) -> list[float]:
+             on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None,
+             video: str | None = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
-    one env (every agent row of a multi-agent env counts its own episodes). `path`: a
-    checkpoint file or its run directory. `env`: needed only when the checkpoint could
-    not name its env; another env than the checkpoint's is refused. greedy: the
-    most likely action (or the Gaussian mean) instead of a sample. After `max_steps` env
-    steps the episodes still running count as ended there (a greedy policy may never end
-    one, e.g. a snake circling forever). `on_step(observation, reward)` sees row 0 at
-    each step, e.g. to render it."""
+    one env (every agent row of a multi-agent env counts its own episodes), in the env's
+    own rewards (observations are normalized with the checkpoint's frozen statistics,
+    rewards never). `path`: a checkpoint file or its run directory. `env`: needed only
+    when the checkpoint could not name its env; another env than the checkpoint's is
+    refused. greedy: the most likely action (or the Gaussian mean) instead of a sample.
+    After `max_steps` env steps the episodes still running count as ended there (a
+    greedy policy may never end one, e.g. a snake circling forever).
+    `on_step(observation, reward)` sees row 0 at each step, e.g. to render it. `video`:
+    an MP4 path to record the episodes into (the `video` extra): one frame of the env's
+    rgb_array render (of its env 0) per step, showing what the policy acted on; a
+    terminal state, which autoreset replaces at once, is not shown."""
     for name, value in (("episodes", episodes), ("max_steps", max_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    recorder = VideoRecorder(video) if video is not None else None  # a missing encoder fails before any work
     path = run.checkpoint_path(path)
     state = checkpoint.load(path, required=CHECKPOINT_KEYS)
     config = PPOConfig(**state["config"])
     env = _saved_env(state["env"], env, path)
+    if recorder is not None:
+        env = rgb_array_env(env)
     one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
                                   backend="serial" if config.backend != "threads" else "threads")
     vec = make_vector(env, one_env, seed=seed)
     try:
-        vec = transformed(vec, config)
-        if isinstance(vec, Normalize):  # the training statistics, frozen
-            vec.load_state_dict(state["normalize"])
+        # Observations normalized with the training statistics, frozen; rewards left raw,
+        # so that the returns are the env's.
+        vec = transformed(vec, dataclasses.replace(config, norm_reward=False))
+        if isinstance(vec, Normalize):
+            vec.load_state_dict({"observations": state["normalize"]["observations"]})
             vec.freeze()
         policy = make_policy(vec, config)
         policy.load_state_dict(state["model"])
@@ -239,6 +251,8 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
         for _ in range(max_steps):
             if len(returns) >= episodes:
                 break
+            if recorder is not None:
+                recorder.capture(vec)
             live = vec.masks.copy()
             out = policy(torch.as_tensor(obs), recurrent)
             actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
@@ -255,6 +269,8 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
             returns += episode_returns[vec.masks].tolist()
     finally:
         vec.close()
+        if recorder is not None:
+            recorder.close()
     return returns[:episodes]
 
 

@@ -89,6 +89,11 @@ class Serial(VectorEnv):
         self._awaiting_actions, self._awaiting_rows = batch, result.rows
         return result
 
+    def render(self):
+        """The render of env 0, as the threads backend renders its sub-env 0."""
+        self._check_open("render")
+        return self.envs[0].render()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

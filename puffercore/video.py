@@ -1,0 +1,90 @@
+"""Episodes as video: frames of an env's "rgb_array" render written to an MP4 by imageio
+with imageio-ffmpeg (the `video` extra; imageio-ffmpeg's wheel carries its ffmpeg
+binary, so recording downloads nothing).
+
+    recorder = VideoRecorder("out.mp4")        # ImportError naming the extra without an encoder
+    vec = make_vector(rgb_array_env("cartpole"), num_envs=1)   # envs made with render_mode="rgb_array"
+    recorder.capture(vec)                      # vec.render() (its env 0) is the next frame
+    recorder.close()
+
+`puffercore.ppo.evaluate(..., video=PATH)` and `puffercore eval --video PATH` use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+from typing import Any
+
+import numpy as np
+
+from puffercore import envs
+
+INSTALL = 'pip install "puffercore[video]"'
+DEFAULT_FPS = 30  # for envs whose metadata names no render_fps
+
+
+def rgb_array_env(env: Any) -> envs.EnvSource:
+    """The EnvSource of `env` (anything `envs.resolve` takes) that makes its envs with
+    render_mode="rgb_array"; ValueError when they can't render so."""
+    source = envs.resolve(env)
+    if source.creator is None:
+        raise ValueError(f"{source.name}: a vector env made by the caller can't be recorded; give its env class "
+                         f"or creator")
+    modes = getattr(source.creator, "metadata", {}).get("render_modes")
+    if modes is not None and "rgb_array" not in modes:
+        raise ValueError(f"{source.name} has no rgb_array render (its render modes: {modes})")
+    if not _takes_render_mode(source.creator):
+        raise ValueError(f"{source.name} takes no render_mode argument; to record it, accept render_mode "
+                         f"(gymnasium's convention) and pass it on to the env")
+    return dataclasses.replace(source, creator=functools.partial(source.creator, render_mode="rgb_array"))
+
+
+def _takes_render_mode(creator) -> bool:
+    try:
+        parameters = inspect.signature(creator).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a compiled callable): the call will tell
+        return True
+    return any(parameter.name == "render_mode" or parameter.kind is parameter.VAR_KEYWORD for parameter in parameters)
+
+
+class VideoRecorder:
+    """Frames of a vector env's render into an MP4 at `path`, opened at the first frame
+    and played at the env's `render_fps` (DEFAULT_FPS when its metadata has none)."""
+
+    def __init__(self, path: str):
+        try:
+            import imageio.v2 as imageio
+            import imageio_ffmpeg  # noqa: F401  (imageio's FFMPEG plugin runs the ffmpeg this ships)
+        except ImportError as error:
+            raise ImportError(f"recording video needs imageio and imageio-ffmpeg ({error.name} is missing): "
+                              f"{INSTALL}") from None
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{path}: the folder {folder} does not exist")
+        self.path = path
+        self.frames = 0
+        self._imageio = imageio
+        self._writer = None
+
+    def capture(self, vec) -> None:
+        """Append `vec.render()`, a uint8 [height, width, 3] frame, to the video."""
+        frame = vec.render()
+        if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3):
+            got = f"{frame.dtype} {list(frame.shape)}" if isinstance(frame, np.ndarray) else repr(frame)[:40]
+            raise ValueError(f"the env has no rgb_array render: render() gave {got}, not a uint8 [height, width, 3] "
+                             f"frame (its render modes: {vec.metadata.get('render_modes')})")
+        if self._writer is None:
+            # H.264 in yuv420p (what every player plays) needs even sides; macro_block_size=2
+            # pads odd ones by a pixel instead of imageio's default resize to multiples of 16.
+            self._writer = self._imageio.get_writer(self.path, format="FFMPEG", codec="libx264", macro_block_size=2,
+                                                    fps=vec.metadata.get("render_fps") or DEFAULT_FPS)
+        self._writer.append_data(frame)
+        self.frames += 1
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
