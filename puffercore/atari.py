@@ -133,6 +133,8 @@ class AtariEnv(gymnasium.Env):
         # Games that sit still until FIRE (Breakout's ball); FIRE then action 2, as DeepMind's and CleanRL's.
         self.fire_reset = fire_reset and len(meanings) >= 3 and meanings[1] == "FIRE"
         self.render_mode = render_mode
+        # The ALE runs at 60 frames a second and a step shows one frame in frame_skip: videos play in real time.
+        self.metadata = {**self.metadata, "render_fps": 60 / self.frame_skip}
         height, width = self.ale.getScreenDims()
         self._screens = np.zeros((2, height, width), np.uint8)  # the last two frames of a skip: max-pooled
         self._resize = AreaResize((height, width), (screen_size, screen_size))
