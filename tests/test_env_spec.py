@@ -10,6 +10,7 @@ import pytest
 from gymnasium import spaces
 
 from puffercore.ocean import Azul, Busy, CartPole, Connect4, Memory, NativeEnv, Snake, Squared
+from puffercore.ocean.runtime_spec import RuntimeSpec
 from puffercore.spaces import SpaceTree, spec_spaces
 
 # The spaces the bindings wrote out by hand before the spec declared them (ABI 1).
@@ -138,6 +139,19 @@ def test_spec_spaces_reshape_for_envs_that_present_shaped_rows():
     _, action = spec_spaces(low, high, np.float32, np.array([-1, 0], np.float32), np.array([1, 4], np.float32),
                             discrete=True)
     assert_same_space(action, spaces.MultiDiscrete([3, 5], start=[-1, 0]))
+
+
+def test_runtime_specs_carry_the_spaces_declared_in_python():
+    """What numba envs build on: the spaces become the spec's bounds and come back."""
+    observation, action = spaces.Box(0, 5, (2, 3), np.uint8), spaces.MultiDiscrete([3, 4], start=[-1, 0])
+    spec = RuntimeSpec("Shaped", 4096, observation, action, ["a"], 1, 1)  # never reset nor stepped
+    env = NativeEnv(spec.capsule(), 2, 0, None, None, obs_shape=(2, 3))
+    assert_same_space(env.single_observation_space, observation)
+    assert_same_space(env.single_action_space, action)
+    assert env.observations.shape == (2, 2, 3)
+    env.close()
+    with pytest.raises(ValueError, match="float32 values"):
+        RuntimeSpec("Huge", 4096, observation, spaces.Discrete(2**24 + 2), [], 1, 1)
 
 
 # Each env's episode statistics, in the order its C header declares them.
