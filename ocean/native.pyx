@@ -21,7 +21,6 @@ Both stay valid until `close()`; the engine must keep the NativeEnv alive meanwh
 
 import os
 
-import gymnasium
 import numpy as np
 
 cimport numpy as cnp
@@ -75,8 +74,7 @@ cdef class _EnvArray:
         self.num_envs = int(num_envs)
         self.render_mode = render_mode
         self.pending_seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
-        self._bind_spec(spec, self.num_envs, rows, env_size, obs_size)
-        self._build_spaces(obs_shape, act_shape)  # after the sizes: obs_size may come from the binding
+        self._bind_spec(spec, self.num_envs, rows, env_size, obs_size, obs_shape, act_shape)
         self._init_buffers(buffers)
         self._allocate()
 
@@ -131,8 +129,9 @@ cdef class _EnvArray:
         if self.envs == NULL:
             raise RuntimeError(f"{type(self).__name__} is closed")
 
-    cdef _bind_spec(self, spec, int64_t num_envs, rows, env_size, obs_size):
-        """Copy the env's static spec and complete it with the sizes the binding gives."""
+    cdef _bind_spec(self, spec, int64_t num_envs, rows, env_size, obs_size, obs_shape, act_shape):
+        """Copy the env's static spec, complete it with the sizes the binding gives, and
+        build the spaces it declares."""
         cdef const PcEnvSpec* static = <const PcEnvSpec*>PyCapsule_GetPointer(spec, b"puffercore.PcEnvSpec")
         name = static.name.decode() if static.name != NULL else type(self).__name__
         # The version before the copy: a spec of another ABI may be shorter than PcEnvSpec
@@ -157,11 +156,11 @@ cdef class _EnvArray:
         self.log_names = [self.spec.log_names[k].decode() for k in range(self.spec.num_log)]
         self.count = num_envs
         self.num_agents = num_envs * self.spec.rows
+        self._build_spaces(name, obs_shape, act_shape)
 
-    cdef _build_spaces(self, obs_shape, act_shape):
+    cdef _build_spaces(self, name, obs_shape, act_shape):
         """single_observation_space and single_action_space as the spec declares them
         (puffercore.spaces.spec_spaces; the shapes, when given, replace flat rows)."""
-        name = self.spec.name.decode() if self.spec.name != NULL else type(self).__name__
         try:
             self.single_observation_space, self.single_action_space = spec_spaces(
                 *_bounds(&self.spec.obs_bounds, self.spec.obs_size), _OBS_DTYPES[self.spec.obs_dtype],
@@ -407,8 +406,12 @@ def check_int(name, value, low, high):
 
 cdef tuple _bounds(const PcBounds* bounds, int32_t size):
     """A spec's bounds as flat float32 (low, high) arrays of `size` elements."""
-    low = np.full(size, bounds.low, np.float32) if bounds.lows == NULL else np.array(<float[:size]> <float*> bounds.lows)
-    high = np.full(size, bounds.high, np.float32) if bounds.highs == NULL else np.array(<float[:size]> <float*> bounds.highs)
+    low = np.full(size, bounds.low, np.float32)
+    high = np.full(size, bounds.high, np.float32)
+    if bounds.lows != NULL:
+        low[:] = <float[:size]> <float*> bounds.lows
+    if bounds.highs != NULL:
+        high[:] = <float[:size]> <float*> bounds.highs
     return low, high
 
 

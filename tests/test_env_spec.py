@@ -19,7 +19,8 @@ _MASKED = lambda actions, board: SpaceTree(spaces.Dict(  # noqa: E731
     {"action_mask": spaces.Box(0.0, 1.0, (actions,), np.float32), "board": board})).flat_space
 HAND_WRITTEN = {
     "cartpole": (CartPole, {}, spaces.Box(-_CARTPOLE_HIGH, _CARTPOLE_HIGH, dtype=np.float32), spaces.Discrete(2)),
-    "cartpole_continuous": (CartPole, {"continuous": True}, spaces.Box(-_CARTPOLE_HIGH, _CARTPOLE_HIGH, dtype=np.float32),
+    "cartpole_continuous": (CartPole, {"continuous": True}, spaces.Box(-_CARTPOLE_HIGH, _CARTPOLE_HIGH,
+                                                                      dtype=np.float32),
                             spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)),
     "squared": (Squared, {"size": 5}, spaces.Box(0, 2, (25,), dtype=np.uint8), spaces.Discrete(5)),
     "snake": (Snake, {"vision": 2}, spaces.Box(0, 4, (25,), dtype=np.uint8), spaces.Discrete(4)),
