@@ -3,13 +3,13 @@
 structs that share puffercore's env ABI (native/include/puffercore/env.h).
 
 An env binding (ocean/<name>/<name>.pyx, or a user's own .pyx) subclasses NativeEnv:
-its `__init__` checks its keyword arguments, sets `single_observation_space` and
-`single_action_space`, and calls `NativeEnv.__init__` with `spec_capsule(&ITS_SPEC)`;
-its `_configure(address)` writes the config fields of one env struct. NativeEnv does
-the rest: allocates the env array, binds the buffers (its own, or slices of shared ones
-handed in as `buffers=`), seeds, validates actions, steps with the GIL released, drains
-episode logs into `info`, renders through the subclass's `_render_<mode>(address)`
-(`_render_ansi`, `_render_rgb_array`), and frees everything in `close()`.
+its `__init__` checks its keyword arguments and calls `NativeEnv.__init__` with
+`spec_capsule(&ITS_SPEC)`; its `_configure(address)` writes the config fields of one env
+struct. NativeEnv does the rest: builds the spaces the spec declares, allocates the env
+array, binds the buffers (its own, or slices of shared ones handed in as `buffers=`),
+seeds, validates actions, steps with the GIL released, drains episode logs into `info`,
+renders through the subclass's `_render_<mode>(address)` (`_render_ansi`,
+`_render_rgb_array`), and frees everything in `close()`.
 
 For the vector engine (the threads backend steps envs without Python):
   spec_address  a `const PcEnvSpec*`: this instance's copy of the spec, with the sizes
@@ -22,7 +22,6 @@ Both stay valid until `close()`; the engine must keep the NativeEnv alive meanwh
 
 import os
 
-import gymnasium
 import numpy as np
 
 cimport numpy as cnp
@@ -33,9 +32,9 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 
 from puffercore.env cimport (
-    PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcEnv, PcEnvSpec,
+    PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcBounds, PcEnv, PcEnvSpec,
     pc_drain_logs, pc_dtype_size, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
-from puffercore.spaces import SpaceTree
+from puffercore.spaces import flat_bounds, spec_spaces
 from puffercore.env import PufferEnv, check_actions, check_seed
 
 cnp.import_array()
@@ -66,7 +65,8 @@ cdef class _EnvArray:
     # would free memory the engine steps, so close() refuses.
     cdef public object stepped_by
 
-    def __init__(self, spec, num_envs, seed, buffers, render_mode, *, rows=None, env_size=None):
+    def __init__(self, spec, num_envs, seed, buffers, render_mode, *, rows=None, env_size=None, obs_size=None,
+                 obs_shape=None, act_shape=None):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         seed = check_seed(seed)
@@ -75,7 +75,7 @@ cdef class _EnvArray:
         self.num_envs = int(num_envs)
         self.render_mode = render_mode
         self.pending_seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
-        self._bind_spec(spec, self.num_envs, rows, env_size)
+        self._bind_spec(spec, self.num_envs, rows, env_size, obs_size, obs_shape, act_shape)
         self._init_buffers(buffers)
         self._allocate()
 
@@ -130,49 +130,52 @@ cdef class _EnvArray:
         if self.envs == NULL:
             raise RuntimeError(f"{type(self).__name__} is closed")
 
-    cdef _bind_spec(self, spec, int64_t num_envs, rows, env_size):
-        """Copy the env's static spec and complete it from the config and the spaces."""
+    cdef _bind_spec(self, spec, int64_t num_envs, rows, env_size, obs_size, obs_shape, act_shape):
+        """Copy the env's static spec, complete it with the sizes the binding gives, and
+        build the spaces it declares."""
         cdef const PcEnvSpec* static = <const PcEnvSpec*>PyCapsule_GetPointer(spec, b"puffercore.PcEnvSpec")
+        name = static.name.decode() if static.name != NULL else type(self).__name__
+        # The version before the copy: a spec of another ABI may be shorter than PcEnvSpec
+        # (abi_version and name sit first in every version).
+        if static.abi_version != PC_ABI_VERSION:
+            raise RuntimeError(f"{name}: its spec is for env ABI {static.abi_version}, this puffercore's is "
+                               f"{PC_ABI_VERSION}; rebuild the env against this puffercore")
         self.spec = static[0]
-        name = self.spec.name.decode() if self.spec.name != NULL else type(self).__name__
-        if self.spec.abi_version != PC_ABI_VERSION:
-            raise RuntimeError(f"{name}: built for env ABI {self.spec.abi_version}, puffercore has {PC_ABI_VERSION}")
         if self.spec.reset == NULL or self.spec.step == NULL:
             raise RuntimeError(f"{name}: spec needs reset and step functions")
         if not 0 <= self.spec.num_log < PC_LOG_SLOTS:
             raise RuntimeError(f"{name}: num_log must be in [0, {PC_LOG_SLOTS - 1}], got {self.spec.num_log}")
+        if (self.spec.obs_dtype not in _OBS_DTYPES or self.spec.act_dtype not in (PC_INT32, PC_FLOAT32)
+                or self.spec.act_size <= 0):
+            raise RuntimeError(f"{name}: spec needs obs_dtype PC_FLOAT32 or PC_UINT8, act_dtype PC_INT32 or "
+                               f"PC_FLOAT32 and a positive act_size")
         self.spec.rows = _fill(name, "rows", self.spec.rows, rows)
         self.spec.env_size = _fill(name, "env_size", self.spec.env_size, env_size)
+        self.spec.obs_size = _fill(name, "obs_size", self.spec.obs_size, obs_size)
         if self.spec.env_size < sizeof(PcEnv):
             raise RuntimeError(f"{name}: env_size {self.spec.env_size} is smaller than the PcEnv header")
-
-        obs_space = self.single_observation_space
-        if not isinstance(obs_space, gymnasium.spaces.Box) or obs_space.dtype not in _OBS_DTYPES.values():
-            raise TypeError(f"{name}: single_observation_space must be a float32 or uint8 Box, got {obs_space}")
-        if obs_space.dtype != _OBS_DTYPES.get(self.spec.obs_dtype):
-            raise TypeError(f"{name}: observation dtype {obs_space.dtype} does not match the spec's obs_dtype")
-        self.spec.obs_size = _fill(name, "obs_size", self.spec.obs_size, int(np.prod(obs_space.shape)))
-
-        act_space = self.single_action_space
-        if isinstance(act_space, gymnasium.spaces.Discrete):
-            act_dtype, low, high = PC_INT32, [act_space.start], [act_space.start + act_space.n - 1]
-        elif isinstance(act_space, gymnasium.spaces.MultiDiscrete) and act_space.nvec.ndim == 1:
-            act_dtype, low, high = PC_INT32, act_space.start, act_space.start + act_space.nvec - 1
-        elif isinstance(act_space, gymnasium.spaces.Box) and act_space.dtype == np.float32:
-            act_dtype, low, high = PC_FLOAT32, [], []
-        else:
-            raise TypeError(f"{name}: single_action_space must be Discrete, 1-d MultiDiscrete or float32 Box, got {act_space}")
-        if act_dtype != self.spec.act_dtype:
-            raise TypeError(f"{name}: action space {act_space} does not match the spec's act_dtype")
-        act_size = int(np.prod(act_space.shape)) if act_space.shape else 1
-        if act_size != self.spec.act_size:
-            raise RuntimeError(f"{name}: action space {act_space} has {act_size} elements per row, spec says {self.spec.act_size}")
-        self.action_low = np.asarray(low, dtype=np.int32)
-        self.action_high = np.asarray(high, dtype=np.int32)
-
         self.log_names = [self.spec.log_names[k].decode() for k in range(self.spec.num_log)]
         self.count = num_envs
         self.num_agents = num_envs * self.spec.rows
+        self._build_spaces(name, obs_shape, act_shape)
+
+    cdef _build_spaces(self, name, obs_shape, act_shape):
+        """single_observation_space and single_action_space as the spec declares them
+        (puffercore.spaces.spec_spaces; the shapes, when given, replace flat rows)."""
+        try:
+            self.single_observation_space, self.single_action_space = spec_spaces(
+                *_bounds(&self.spec.obs_bounds, self.spec.obs_size), _OBS_DTYPES[self.spec.obs_dtype],
+                *_bounds(&self.spec.act_bounds, self.spec.act_size), self.spec.act_dtype == PC_INT32,
+                obs_shape, act_shape)
+        except ValueError as error:
+            raise RuntimeError(f"{name}: no spaces fit the spec: {error}") from None
+        tree = getattr(self, "observation_tree", None)  # set by bindings of envs with action masks
+        if tree is not None and tree.flat_space != self.single_observation_space:
+            raise RuntimeError(f"{name}: the observation tree's {tree.flat_space} is not the spec's "
+                               f"{self.single_observation_space}")
+        low, high = flat_bounds(self.single_action_space) if self.spec.act_dtype == PC_INT32 else ([], [])
+        self.action_low = np.asarray(low, dtype=np.int32)
+        self.action_high = np.asarray(high, dtype=np.int32)
 
     cdef _allocate(self):
         """One env struct is configured by the binding, then copied to every slot."""
@@ -395,25 +398,22 @@ def check_choice(name, value, choices):
     return value
 
 
-def masked_observation_tree(num_actions, board, *, layout, header):
-    """The SpaceTree of an env whose observation row is its legal-action mask then its
-    board: Dict(action_mask=Box(0, 1, [num_actions]), board=`board`), keys in sorted
-    order as gymnasium lays them out. `layout` is (mask offset, board offset, row size)
-    as the C `header` writes rows, checked against the tree's."""
-    tree = SpaceTree(gymnasium.spaces.Dict({
-        "action_mask": gymnasium.spaces.Box(0.0, 1.0, (num_actions,), np.float32), "board": board}))
-    in_tree = (tree.leaf("action_mask").start, tree.leaf("board").start, tree.size)
-    if in_tree != tuple(layout):
-        raise RuntimeError(f"{header} writes rows laid out as {tuple(layout)} (mask offset, board offset, size), "
-                           f"the observation tree as {in_tree}")
-    return tree
-
-
 def check_int(name, value, low, high):
     """A binding's integer keyword argument, checked to lie in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
     return int(value)
+
+
+cdef tuple _bounds(const PcBounds* bounds, int32_t size):
+    """A spec's bounds as flat float32 (low, high) arrays of `size` elements."""
+    low = np.full(size, bounds.low, np.float32)
+    high = np.full(size, bounds.high, np.float32)
+    if bounds.lows != NULL:
+        low[:] = <float[:size]> <float*> bounds.lows
+    if bounds.highs != NULL:
+        high[:] = <float[:size]> <float*> bounds.highs
+    return low, high
 
 
 def _fill(name, field, int64_t from_spec, given):
@@ -430,14 +430,14 @@ def _fill(name, field, int64_t from_spec, given):
 class NativeEnv(_EnvArray, PufferEnv):
     """Base class of env bindings (see the module docstring).
 
-    Subclass contract: set `single_observation_space` (float32 or uint8 Box) and
-    `single_action_space` (Discrete, MultiDiscrete or float32 Box), then call
-    `super().__init__(spec_capsule(&SPEC), num_envs, seed, buffers, render_mode)`;
-    pass `rows=` / `env_size=` when the spec leaves them 0. Implement
-    `_configure(address)` to write config fields into one env struct, and
-    `_render_<mode>(address)` for each mode in `metadata["render_modes"]` ("ansi": a
+    Subclass contract: call `super().__init__(spec_capsule(&SPEC), num_envs, seed,
+    buffers, render_mode)`, passing `rows=` / `env_size=` / `obs_size=` when the spec
+    leaves them 0; `single_observation_space` and `single_action_space` come from the
+    spec. Implement `_configure(address)` to write config fields into one env struct,
+    and `_render_<mode>(address)` for each mode in `metadata["render_modes"]` ("ansi": a
     string, "rgb_array": a uint8 [height, width, 3] array). Envs with
-    state-dependent legal actions call `reject_illegal_actions(check_address)` (for
+    state-dependent legal actions set `observation_tree` (spaces.masked_observation_tree)
+    before, call `reject_illegal_actions(check_address)` after (for
     illegal_move="error", see ILLEGAL_MOVES) and implement
     `_describe_illegal_action(row, env_index)`, the start of the error message.
     """

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from puffercore import _azul
-from puffercore._search import Game, GameState
+from puffercore._games import Game, GameState
 
 BLUE, YELLOW, RED, BLACK, WHITE = range(5)
 COLORS = 5

@@ -13,7 +13,7 @@ in another extension joins with `Game(spec_capsule)` (a PyCapsule named
 
 import numpy as np
 
-from puffercore._search import MAX_PLAYERS, Game, GameState, connect4_spec, pig_spec, tictactoe_spec
+from puffercore._games import MAX_PLAYERS, Game, GameState, connect4_spec, pig_spec, tictactoe_spec
 from puffercore.azul import Azul
 
 

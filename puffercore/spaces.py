@@ -7,6 +7,10 @@ emulation adapters and the native bindings:
   (`ndarray.view(dtype)` / `Tensor.view(dtype)`) and hand the policy views, not copies.
 - `ActionTree` maps a (nested) action space to a flat MultiDiscrete (all leaves discrete)
   or float32 Box (all leaves continuous) and turns flat rows back into env actions.
+- `masked_observation_tree` is the tree of a native env whose rows start with its
+  action mask.
+- `spec_spaces` gives the spaces a native env's spec declares (env.h, ABI 2) from its
+  bounds; `flat_bounds` the bounds of a space, its inverse.
 """
 
 from __future__ import annotations
@@ -89,8 +93,8 @@ def _leaves(space: gymnasium.Space, what: str, in_bytes: bool) -> list[Leaf]:
     return leaves
 
 
-def _bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray]:
-    """Flat (low, high) of one leaf, inclusive."""
+def flat_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (low, high) of one leaf, inclusive (Discrete: the integers it holds)."""
     if isinstance(space, spaces.Box):
         return space.low.ravel(), space.high.ravel()
     if isinstance(space, spaces.Discrete):
@@ -117,7 +121,7 @@ class SpaceTree:
         self.is_bytes = len(leaf_dtypes) > 1
         if not self.is_bytes:
             self.dtype = leaf_dtypes.pop()
-            low, high = zip(*(_bounds(leaf.space) for leaf in self.leaves))
+            low, high = zip(*(flat_bounds(leaf.space) for leaf in self.leaves))
             low, high = np.concatenate(low).astype(self.dtype), np.concatenate(high).astype(self.dtype)
             self.size = self.leaves[-1].stop
             self.flat_space = spaces.Box(low, high, (self.size,), self.dtype)
@@ -213,7 +217,7 @@ class ActionTree:
                 f"action space mixes discrete and continuous leaves ({kinds}); puffercore's flat "
                 "actions are either MultiDiscrete or Box. Split the action or discretize the Box."
             )
-        low, high = zip(*(_bounds(leaf.space) for leaf in self.leaves))
+        low, high = zip(*(flat_bounds(leaf.space) for leaf in self.leaves))
         low, high = np.concatenate(low), np.concatenate(high)
         # The scalar type of a top-level Discrete: unflatten's fast path.
         self._discrete = space.dtype.type if isinstance(space, spaces.Discrete) else None
@@ -253,3 +257,57 @@ class ActionTree:
         for leaf in self.leaves:
             row[leaf.start : leaf.stop] = np.ravel(_get(action, leaf.path))
         return row
+
+
+def masked_observation_tree(num_actions, board, *, layout, header):
+    """The SpaceTree of an env whose observation row is its legal-action mask then its
+    board: Dict(action_mask=Box(0, 1, [num_actions]), board=`board`), keys in sorted
+    order as gymnasium lays them out. `layout` is (mask offset, board offset, row size)
+    as the C `header` writes rows, checked against the tree's."""
+    tree = SpaceTree(spaces.Dict({
+        "action_mask": spaces.Box(0.0, 1.0, (num_actions,), np.float32), "board": board}))
+    in_tree = (tree.leaf("action_mask").start, tree.leaf("board").start, tree.size)
+    if in_tree != tuple(layout):
+        raise RuntimeError(f"{header} writes rows laid out as {tuple(layout)} (mask offset, board offset, size), "
+                           f"the observation tree as {in_tree}")
+    return tree
+
+
+def spec_spaces(obs_low: np.ndarray, obs_high: np.ndarray, obs_dtype: np.dtype, act_low: np.ndarray,
+                act_high: np.ndarray, discrete: bool, obs_shape: tuple | None = None,
+                act_shape: tuple | None = None) -> tuple[spaces.Box, gymnasium.Space]:
+    """The (observation, action) spaces of a native env's spec, from its flat float32
+    bounds (env.h: PcEnvSpec.obs_bounds, act_bounds): a Box of `obs_dtype`, and Discrete
+    (one element) or MultiDiscrete of the integers in [act_low, act_high] when `discrete`,
+    else a float32 Box. The shapes, when given, are those the rows present instead of
+    flat ones (numba envs keep their user's). ValueError for bounds no space can have."""
+    for what, low, high in (("observation", obs_low, obs_high), ("action", act_low, act_high)):
+        if not (low <= high).all():  # NaN fails too
+            raise ValueError(f"{what} bounds must have low <= high for every element, got {low} and {high}")
+    obs_dtype = np.dtype(obs_dtype)
+    if obs_dtype == np.uint8 and not _integers_in(obs_low, obs_high, 0, 255):
+        raise ValueError(f"uint8 observation bounds must be integers in [0, 255], got {obs_low} and {obs_high}")
+    observation = spaces.Box(_shaped(obs_low.astype(obs_dtype), obs_shape, "observation"),
+                             _shaped(obs_high.astype(obs_dtype), obs_shape, "observation"), dtype=obs_dtype)
+    if not discrete:
+        return observation, spaces.Box(_shaped(act_low, act_shape, "action"), _shaped(act_high, act_shape, "action"),
+                                       dtype=np.float32)
+    if not _integers_in(act_low, act_high, -2**31, 2**31 - 1):
+        raise ValueError(f"discrete action bounds must be int32 integers, got {act_low} and {act_high}")
+    start, counts = act_low.astype(np.int64), act_high.astype(np.int64) - act_low.astype(np.int64) + 1
+    if start.size == 1:
+        return observation, spaces.Discrete(int(counts[0]), start=int(start[0]))
+    return observation, spaces.MultiDiscrete(counts, start=start)
+
+
+def _integers_in(low: np.ndarray, high: np.ndarray, smallest: int, largest: int) -> bool:
+    values = np.concatenate([low, high]).astype(np.float64)
+    return bool(np.all((values >= smallest) & (values <= largest) & (values == np.round(values))))
+
+
+def _shaped(values: np.ndarray, shape: tuple | None, what: str) -> np.ndarray:
+    if shape is None:
+        return values
+    if math.prod(shape) != values.size:
+        raise ValueError(f"{what} shape {tuple(shape)} does not hold the {values.size} elements of a row")
+    return values.reshape(shape)

@@ -57,7 +57,8 @@ static int32_t draw_action(PcRng* rng, const float* row, int num_actions, int ma
     return 0;
 }
 
-static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps, int num_actions, int masked) {
+static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps, int masked) {
+    int num_actions = (int)spec.act_bounds.high + 1; /* discrete specs declare PC_DISCRETE(n): [0, n - 1] */
     size_t rows = (size_t)(num_envs * spec.rows);
     size_t obs_bytes = rows * (size_t)spec.obs_size * pc_dtype_size(spec.obs_dtype);
     void* observations = malloc(obs_bytes);
@@ -92,20 +93,20 @@ static void run(PcEnvSpec spec, Configure configure, int64_t num_envs, int steps
 }
 
 int main(void) {
-    run(CARTPOLE_SPEC, NULL, 7, 2000, 2, 0);
-    run(CARTPOLE_CONTINUOUS_SPEC, NULL, 7, 2000, 0, 0);
+    run(CARTPOLE_SPEC, NULL, 7, 2000, 0);
+    run(CARTPOLE_CONTINUOUS_SPEC, NULL, 7, 2000, 0);
     PcEnvSpec squared = SQUARED_SPEC; /* the sizes a binding fills in from the config */
     squared.obs_size = 7 * 7;
-    run(squared, configure_squared, 5, 2000, 5, 0);
-    run(TEMPLATE_SPEC, configure_template, 5, 500, 2, 0);
-    run(BUSY_SPEC, configure_busy, 3, 500, 2, 0);
+    run(squared, configure_squared, 5, 2000, 0);
+    run(TEMPLATE_SPEC, configure_template, 5, 500, 0);
+    run(BUSY_SPEC, configure_busy, 3, 500, 0);
     PcEnvSpec snake = SNAKE_SPEC;
     snake.env_size = snake_env_size(5, 4, 6, 3), snake.rows = 6, snake.obs_size = 7 * 7;
-    run(snake, configure_snake, 3, 3000, 4, 0);
+    run(snake, configure_snake, 3, 3000, 0);
     /* mostly legal moves from the masks, but some random ones: the illegal-move path runs too */
-    run(CONNECT4_SPEC, configure_connect4_heuristic, 5, 3000, 7, 1);
-    run(CONNECT4_SPEC, configure_connect4_random, 5, 3000, 7, 1);
-    run(AZUL_ENV_SPEC, configure_azul_greedy, 3, 3000, 300, 1);
-    run(AZUL_ENV_SPEC, configure_azul_random, 3, 3000, 300, 1);
+    run(CONNECT4_SPEC, configure_connect4_heuristic, 5, 3000, 1);
+    run(CONNECT4_SPEC, configure_connect4_random, 5, 3000, 1);
+    run(AZUL_ENV_SPEC, configure_azul_greedy, 3, 3000, 1);
+    run(AZUL_ENV_SPEC, configure_azul_random, 3, 3000, 1);
     return 0;
 }

@@ -123,6 +123,7 @@ def test_other_spaces_and_state_arrays():
                                 observation_space=gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32),
                                 action_space=action_space)
         env = Walk(num_envs=3, seed=0)
+        assert env.single_action_space == action_space  # carried through the run-time spec's bounds
         env.reset()
         actions = np.array([[1, -1], [0, 1], [-1, 0]], dtype=action_space.dtype)
         obs, rewards, *_ = env.step(actions)

@@ -303,21 +303,8 @@ def test_lifecycle_errors():
         scoped.reset()
 
 
-def test_binding_mistakes_are_caught_before_any_native_code_runs():
-    """A binding whose spaces contradict its C spec is an author error named at once."""
-
-    def with_space(attribute, space):
-        fixed = property(lambda self: space, lambda self, value: None)
-        return type("Broken", (CartPole,), {attribute: fixed})
-
-    with pytest.raises(RuntimeError, match="obs_size=5 contradicts the spec's 4"):
-        with_space("single_observation_space", gymnasium.spaces.Box(-1, 1, (5,), np.float32))()
-    with pytest.raises(TypeError, match="obs_dtype"):
-        with_space("single_observation_space", gymnasium.spaces.Box(0, 1, (4,), np.uint8))()
-    with pytest.raises(TypeError, match="act_dtype"):
-        with_space("single_action_space", gymnasium.spaces.Box(-1, 1, (1,), np.float32))()
-    with pytest.raises(RuntimeError, match="elements per row"):
-        with_space("single_action_space", gymnasium.spaces.MultiDiscrete([2, 2]))()
+def test_a_spec_comes_in_a_capsule():
+    """(Wrong specs are refused too: tests/test_env_spec.py.)"""
     with pytest.raises(ValueError, match="PyCapsule"):
         NativeEnv("not a capsule", 1, 0, None, None)
 

@@ -4,6 +4,7 @@ installed puffercore with puffercore.build.build_env, and step it."""
 import os
 import shutil
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -25,6 +26,9 @@ def test_template_builds_outside_the_tree_and_steps(tmp_path):
 
     env = module.Template(num_envs=8, seed=0, length=4)
     assert isinstance(env, PufferEnv)
+    # the spaces template.h's spec declares
+    assert env.single_observation_space == gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32)
+    assert env.single_action_space == gymnasium.spaces.Discrete(2)
     obs, _ = env.reset()
     # start left of the exit: position / (length - 1) in {0, 1/3, 2/3}
     assert set(np.round(obs[:, 0] * 3).astype(int)) <= {0, 1, 2}

@@ -34,6 +34,8 @@
 #ifndef PUFFERCORE_OCEAN_AZUL_H
 #define PUFFERCORE_OCEAN_AZUL_H
 
+#include <math.h>
+
 #include "puffercore/env.h"
 #include "puffercore/games/azul.h"
 #include "puffercore/games/azul_greedy.h"
@@ -53,6 +55,10 @@ typedef struct AzulEnv {
     int32_t agent; /* the agent's seat this episode */
     int32_t agent_moves;
 } AzulEnv;
+
+#define AZULENV_LOG(X) X(episode_return) X(episode_length) X(score) X(score_margin) \
+    X(win_rate) X(loss_rate) X(draw_rate) X(illegal_move_rate)
+PC_LOG(AzulEnvLog, AZULENV_LOG);
 
 /* Whether `action` is a legal move of the player to move. */
 static inline int azulenv_is_legal(const Azul* game, int32_t action) {
@@ -148,22 +154,19 @@ static void azulenv_step(void* self) {
         if (p != env->agent && game->boards[p].score > best_other) best_other = game->boards[p].score;
 
     azulenv_observe(env, (float*)env->pc.final_observations);
-    float* log = env->pc.log;
-    log[0] += 1.0f;
-    log[1] += env->pc.rewards[0];
-    log[2] += (float)env->agent_moves;
-    log[3] += (float)game->boards[env->agent].score;
-    log[4] += (float)(game->boards[env->agent].score - best_other);
-    log[5] += (float)won;
-    log[6] += (float)lost;
-    log[7] += (float)shared;
-    log[8] += (float)illegal;
+    int score = game->boards[env->agent].score;
+    AzulEnvLog episode = {.episode_return = env->pc.rewards[0], .episode_length = (float)env->agent_moves,
+                          .score = (float)score, .score_margin = (float)(score - best_other), .win_rate = (float)won,
+                          .loss_rate = (float)lost, .draw_rate = (float)shared, .illegal_move_rate = (float)illegal};
+    pc_log_episode(&env->pc, &episode);
     azulenv_reset(env);
 }
 
-static const char* const AZULENV_LOG_NAMES[] = {
-    "episode_return", "episode_length", "score", "score_margin", "win_rate", "loss_rate", "draw_rate",
-    "illegal_move_rate"};
+/* The mask's entries are 0 or 1; board entries are 0 or more (scores above 100 give
+ * entries above 1). */
+static const float AZULENV_OBS_HIGH[AZULENV_OBS_SIZE] = {
+    [AZULENV_MASK_OFFSET ... AZULENV_BOARD_OFFSET - 1] = 1.0f,
+    [AZULENV_BOARD_OFFSET ... AZULENV_OBS_SIZE - 1] = INFINITY};
 
 static const PcEnvSpec AZUL_ENV_SPEC = {
     .abi_version = PC_ABI_VERSION,
@@ -172,10 +175,11 @@ static const PcEnvSpec AZUL_ENV_SPEC = {
     .rows = 1,
     .obs_size = AZULENV_OBS_SIZE,
     .obs_dtype = PC_FLOAT32,
+    .obs_bounds = {.low = 0.0f, .highs = AZULENV_OBS_HIGH},
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 8,
-    .log_names = AZULENV_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(AZUL_NUM_ACTIONS),
+    PC_LOG_SPEC(AzulEnvLog),
     .reset = azulenv_reset,
     .step = azulenv_step,
 };

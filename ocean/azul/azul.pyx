@@ -8,7 +8,8 @@ from libc.stdint cimport int32_t
 from puffercore.env cimport PcEnvSpec, spec_capsule
 
 from puffercore.games import Azul as AzulGame
-from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv, check_choice, check_int, masked_observation_tree
+from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv, check_choice, check_int
+from puffercore.spaces import masked_observation_tree
 
 cdef extern from "azul.h":
     int AZUL_NUM_ACTIONS, AZUL_OBS_SIZE, AZULENV_OBS_SIZE, AZULENV_MASK_OFFSET, AZULENV_BOARD_OFFSET
@@ -70,8 +71,6 @@ class Azul(NativeEnv):
         self.observation_tree = masked_observation_tree(
             AZUL_NUM_ACTIONS, board, layout=(AZULENV_MASK_OFFSET, AZULENV_BOARD_OFFSET, AZULENV_OBS_SIZE),
             header="azul.h")
-        self.single_observation_space = self.observation_tree.flat_space
-        self.single_action_space = gymnasium.spaces.Discrete(AZUL_NUM_ACTIONS)
         super().__init__(spec_capsule(&AZUL_ENV_SPEC), num_envs, seed, buffers, render_mode)
         if illegal_move == "error":
             self.reject_illegal_actions(<size_t>&azulenv_action_is_legal)

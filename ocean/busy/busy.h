@@ -24,6 +24,9 @@ typedef struct Busy {
     float episode_return;
 } Busy;
 
+#define BUSY_LOG(X) X(episode_return) X(episode_length)
+PC_LOG(BusyLog, BUSY_LOG);
+
 static inline int64_t busy_now_ns(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -71,13 +74,10 @@ static void busy_step(void* self) {
         return;
     }
     busy_observe(env, (float*)env->pc.final_observations);
-    env->pc.log[0] += 1.0f;
-    env->pc.log[1] += env->episode_return;
-    env->pc.log[2] += (float)env->tick;
+    BusyLog episode = {.episode_return = env->episode_return, .episode_length = (float)env->tick};
+    pc_log_episode(&env->pc, &episode);
     busy_reset(env);
 }
-
-static const char* const BUSY_LOG_NAMES[] = {"episode_return", "episode_length"};
 
 static const PcEnvSpec BUSY_SPEC = {
     .abi_version = PC_ABI_VERSION,
@@ -86,10 +86,11 @@ static const PcEnvSpec BUSY_SPEC = {
     .rows = 1,
     .obs_size = 2,
     .obs_dtype = PC_FLOAT32,
+    .obs_bounds = PC_BOX(0.0f, 1.0f),
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 2,
-    .log_names = BUSY_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(2),
+    PC_LOG_SPEC(BusyLog),
     .reset = busy_reset,
     .step = busy_step,
 };

@@ -1,9 +1,6 @@
 # cython: language_level=3
 """Busy binding; the env is in busy.h."""
 
-import gymnasium
-import numpy as np
-
 from puffercore.env cimport PcEnvSpec, spec_capsule
 from puffercore.ocean.native import NativeEnv, check_int
 
@@ -30,8 +27,6 @@ class Busy(NativeEnv):
         if min_cost_us > max_cost_us:
             raise ValueError(f"min_cost_us must be <= max_cost_us, got {min_cost_us} > {max_cost_us}")
         self.min_cost_us, self.max_cost_us = float(min_cost_us), float(max_cost_us)
-        self.single_observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), dtype=np.float32)
-        self.single_action_space = gymnasium.spaces.Discrete(2)
         super().__init__(spec_capsule(&BUSY_SPEC), num_envs, seed, buffers, render_mode)
 
     def _configure(self, size_t address):

@@ -32,6 +32,9 @@ typedef struct CartPole {
     int tick;
 } CartPole;
 
+#define CARTPOLE_LOG(X) X(episode_return) X(episode_length)
+PC_LOG(CartPoleLog, CARTPOLE_LOG);
+
 static void cartpole_observe(const CartPole* env, float* obs) {
     obs[0] = env->x;
     obs[1] = env->x_dot;
@@ -73,9 +76,9 @@ static void cartpole_advance(CartPole* env, float force) {
         return;
     }
     cartpole_observe(env, (float*)env->pc.final_observations);
-    env->pc.log[0] += 1.0f;
-    env->pc.log[1] += (float)env->tick; /* episode_return: reward 1 per step */
-    env->pc.log[2] += (float)env->tick;
+    /* reward 1 per step: the return is the length */
+    CartPoleLog episode = {.episode_return = (float)env->tick, .episode_length = (float)env->tick};
+    pc_log_episode(&env->pc, &episode);
     cartpole_reset(env);
 }
 
@@ -92,22 +95,27 @@ static void cartpole_step_continuous(void* self) {
     cartpole_advance(env, CARTPOLE_FORCE_MAG * fminf(fmaxf(action, -1.0f), 1.0f));
 }
 
-static const char* const CARTPOLE_LOG_NAMES[] = {"episode_return", "episode_length"};
+/* gymnasium's observation bounds: twice the termination thresholds, velocities unbounded */
+#define CARTPOLE_THETA_BOUND ((float)(24.0 * 3.14159265358979323846 / 180.0))
+static const float CARTPOLE_OBS_HIGH[4] = {4.8f, INFINITY, CARTPOLE_THETA_BOUND, INFINITY};
+static const float CARTPOLE_OBS_LOW[4] = {-4.8f, -INFINITY, -CARTPOLE_THETA_BOUND, -INFINITY};
 
-#define CARTPOLE_SPEC_FIELDS                      \
-    .abi_version = PC_ABI_VERSION,                \
-    .env_size = sizeof(CartPole),                 \
-    .rows = 1,                                    \
-    .obs_size = 4,                                \
-    .obs_dtype = PC_FLOAT32,                      \
-    .act_size = 1,                                \
-    .num_log = 2,                                 \
-    .log_names = CARTPOLE_LOG_NAMES,              \
+#define CARTPOLE_SPEC_FIELDS                                                \
+    .abi_version = PC_ABI_VERSION,                                          \
+    .env_size = sizeof(CartPole),                                           \
+    .rows = 1,                                                              \
+    .obs_size = 4,                                                          \
+    .obs_dtype = PC_FLOAT32,                                                \
+    .obs_bounds = {.lows = CARTPOLE_OBS_LOW, .highs = CARTPOLE_OBS_HIGH},   \
+    .act_size = 1,                                                          \
+    PC_LOG_SPEC(CartPoleLog),                                               \
     .reset = cartpole_reset
 
 static const PcEnvSpec CARTPOLE_SPEC = {
-    CARTPOLE_SPEC_FIELDS, .name = "CartPole", .act_dtype = PC_INT32, .step = cartpole_step};
+    CARTPOLE_SPEC_FIELDS, .name = "CartPole", .act_dtype = PC_INT32, .act_bounds = PC_DISCRETE(2),
+    .step = cartpole_step};
 static const PcEnvSpec CARTPOLE_CONTINUOUS_SPEC = {
-    CARTPOLE_SPEC_FIELDS, .name = "CartPole (continuous)", .act_dtype = PC_FLOAT32, .step = cartpole_step_continuous};
+    CARTPOLE_SPEC_FIELDS, .name = "CartPole (continuous)", .act_dtype = PC_FLOAT32,
+    .act_bounds = PC_BOX(-1.0f, 1.0f), .step = cartpole_step_continuous};
 
 #endif

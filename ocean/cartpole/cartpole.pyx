@@ -1,7 +1,6 @@
 # cython: language_level=3
 """CartPole binding; the dynamics are in cartpole.h."""
 
-import gymnasium
 import numpy as np
 
 from puffercore import render
@@ -28,14 +27,7 @@ class CartPole(NativeEnv):
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, continuous=False):
         if not isinstance(continuous, (bool, np.bool_)):
             raise TypeError(f"continuous must be a bool, got {continuous!r}")
-        high = np.array([4.8, np.inf, 24 * np.pi / 180, np.inf], dtype=np.float32)
-        self.single_observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
-        if continuous:
-            self.single_action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
-            spec = spec_capsule(&CARTPOLE_CONTINUOUS_SPEC)
-        else:
-            self.single_action_space = gymnasium.spaces.Discrete(2)
-            spec = spec_capsule(&CARTPOLE_SPEC)
+        spec = spec_capsule(&CARTPOLE_CONTINUOUS_SPEC if continuous else &CARTPOLE_SPEC)
         super().__init__(spec, num_envs, seed, buffers, render_mode)
 
     def _render_ansi(self, size_t address):

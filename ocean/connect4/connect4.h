@@ -50,6 +50,10 @@ typedef struct Connect4Env {
     int32_t agent_moves;
 } Connect4Env;
 
+#define C4ENV_LOG(X) \
+    X(episode_return) X(episode_length) X(win_rate) X(loss_rate) X(draw_rate) X(illegal_move_rate)
+PC_LOG(Connect4Log, C4ENV_LOG);
+
 /* The binding's legality check (NativeEnv.reject_illegal_actions): the env's action slot. */
 static inline int c4env_action_is_legal(const void* self, const void* actions) {
     return c4_column_open(&((const Connect4Env*)self)->game, ((const int32_t*)actions)[0]);
@@ -130,19 +134,12 @@ static void c4env_step(void* self) {
         return;
     }
     c4env_observe(env, (float*)env->pc.final_observations);
-    float* log = env->pc.log;
-    log[0] += 1.0f;
-    log[1] += env->pc.rewards[0];
-    log[2] += (float)env->agent_moves;
-    log[3] += (float)won;
-    log[4] += (float)lost;
-    log[5] += (float)(!won && !lost);
-    log[6] += (float)illegal;
+    Connect4Log episode = {.episode_return = env->pc.rewards[0], .episode_length = (float)env->agent_moves,
+                           .win_rate = (float)won, .loss_rate = (float)lost, .draw_rate = (float)(!won && !lost),
+                           .illegal_move_rate = (float)illegal};
+    pc_log_episode(&env->pc, &episode);
     c4env_reset(env);
 }
-
-static const char* const C4ENV_LOG_NAMES[] = {
-    "episode_return", "episode_length", "win_rate", "loss_rate", "draw_rate", "illegal_move_rate"};
 
 static const PcEnvSpec CONNECT4_SPEC = {
     .abi_version = PC_ABI_VERSION,
@@ -151,10 +148,11 @@ static const PcEnvSpec CONNECT4_SPEC = {
     .rows = 1,
     .obs_size = C4ENV_OBS_SIZE,
     .obs_dtype = PC_FLOAT32,
+    .obs_bounds = PC_BOX(0.0f, 1.0f), /* the mask and both planes */
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 6,
-    .log_names = C4ENV_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(C4_COLS),
+    PC_LOG_SPEC(Connect4Log),
     .reset = c4env_reset,
     .step = c4env_step,
 };

@@ -8,7 +8,8 @@ cimport numpy as cnp
 from libc.stdint cimport int8_t, int32_t
 from puffercore.env cimport PcEnvSpec, spec_capsule
 
-from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv, check_choice, masked_observation_tree
+from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv, check_choice
+from puffercore.spaces import masked_observation_tree
 
 cnp.import_array()
 
@@ -65,8 +66,6 @@ class Connect4(NativeEnv):
         self.observation_tree = masked_observation_tree(
             C4_COLS, gymnasium.spaces.Box(0.0, 1.0, (2, C4_ROWS, C4_COLS), np.float32),
             layout=(C4ENV_MASK_OFFSET, C4ENV_BOARD_OFFSET, C4ENV_OBS_SIZE), header="connect4.h")
-        self.single_observation_space = self.observation_tree.flat_space
-        self.single_action_space = gymnasium.spaces.Discrete(C4_COLS)
         super().__init__(spec_capsule(&CONNECT4_SPEC), num_envs, seed, buffers, render_mode)
         if illegal_move == "error":
             self.reject_illegal_actions(<size_t>&c4env_action_is_legal)

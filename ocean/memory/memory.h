@@ -17,6 +17,9 @@ typedef struct Memory {
     int32_t cue, tick;
 } Memory;
 
+#define MEMORY_LOG(X) X(episode_return) X(episode_length)
+PC_LOG(MemoryLog, MEMORY_LOG);
+
 static void memory_observe(const Memory* env, float* obs) {
     obs[0] = (float)(env->tick == 0 && env->cue == 0);
     obs[1] = (float)(env->tick == 0 && env->cue == 1);
@@ -44,13 +47,10 @@ static void memory_step(void* self) {
     }
     /* Same-step autoreset: keep the last observation, log the episode, start anew. */
     memory_observe(env, (float*)env->pc.final_observations);
-    env->pc.log[0] += 1.0f;
-    env->pc.log[1] += env->pc.rewards[0];
-    env->pc.log[2] += (float)env->tick;
+    MemoryLog episode = {.episode_return = env->pc.rewards[0], .episode_length = (float)env->tick};
+    pc_log_episode(&env->pc, &episode);
     memory_reset(env);
 }
-
-static const char* const MEMORY_LOG_NAMES[] = {"episode_return", "episode_length"};
 
 static const PcEnvSpec MEMORY_SPEC = {
     .abi_version = PC_ABI_VERSION,
@@ -59,10 +59,11 @@ static const PcEnvSpec MEMORY_SPEC = {
     .rows = 1,
     .obs_size = 3,
     .obs_dtype = PC_FLOAT32,
+    .obs_bounds = PC_BOX(0.0f, 1.0f),
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 2,
-    .log_names = MEMORY_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(2),
+    PC_LOG_SPEC(MemoryLog),
     .reset = memory_reset,
     .step = memory_step,
 };

@@ -1,9 +1,6 @@
 # cython: language_level=3
 """Memory binding: the cue-recall env of ocean/memory/memory.h."""
 
-import gymnasium
-import numpy as np
-
 from puffercore.env cimport PcEnvSpec, spec_capsule
 from puffercore.ocean.native import NativeEnv, check_int
 
@@ -18,8 +15,6 @@ class Memory(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, delay=4):
         self.delay = check_int("delay", delay, 1, 1_000_000)
-        self.single_observation_space = gymnasium.spaces.Box(0.0, 1.0, (3,), dtype=np.float32)
-        self.single_action_space = gymnasium.spaces.Discrete(2)
         super().__init__(spec_capsule(&MEMORY_SPEC), num_envs, seed, buffers, render_mode)
 
     def _configure(self, size_t address):

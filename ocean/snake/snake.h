@@ -45,6 +45,9 @@ typedef struct Snake {
     uint8_t* cells; /* (height + 2 * vision) rows of stride cells */
 } Snake;
 
+#define SNAKE_LOG(X) X(episode_return) X(episode_length) X(snake_length)
+PC_LOG(SnakeLog, SNAKE_LOG);
+
 static size_t snake_env_size(int32_t width, int32_t height, int32_t num_snakes, int32_t vision) {
     size_t inside = (size_t)width * (size_t)height;
     size_t walled = (size_t)(width + 2 * vision) * (size_t)(height + 2 * vision);
@@ -133,10 +136,9 @@ static void snake_die(Snake* env, int32_t k) {
     env->pc.rewards[k] = -1.0f;
     env->pc.terminals[k] = 1;
     snake_observe(env, k, (uint8_t*)env->pc.final_observations + (size_t)k * side * side);
-    env->pc.log[0] += 1.0f;
-    env->pc.log[1] += agent->episode_return;
-    env->pc.log[2] += (float)agent->episode_length;
-    env->pc.log[3] += (float)agent->length;
+    SnakeLog episode = {.episode_return = agent->episode_return, .episode_length = (float)agent->episode_length,
+                        .snake_length = (float)agent->length};
+    pc_log_episode(&env->pc, &episode);
     for (int32_t i = 0; i < agent->length; i++) env->cells[agent->body[(agent->tail + i) % capacity]] = SNAKE_EMPTY;
     agent->length = 0;
 }
@@ -203,8 +205,6 @@ static void snake_step(void* self) {
     snake_observe_all(env);
 }
 
-static const char* const SNAKE_LOG_NAMES[] = {"episode_return", "episode_length", "snake_length"};
-
 static const PcEnvSpec SNAKE_SPEC = {
     .abi_version = PC_ABI_VERSION,
     .name = "Snake",
@@ -212,10 +212,11 @@ static const PcEnvSpec SNAKE_SPEC = {
     .rows = 0,     /* num_snakes */
     .obs_size = 0, /* (2 * vision + 1)^2 */
     .obs_dtype = PC_UINT8,
+    .obs_bounds = PC_BOX(SNAKE_EMPTY, SNAKE_SEES_OTHER),
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 3,
-    .log_names = SNAKE_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(4),
+    PC_LOG_SPEC(SnakeLog),
     .init = snake_init,
     .reset = snake_reset,
     .step = snake_step,

@@ -1,9 +1,6 @@
 # cython: language_level=3
 """Snake binding; the rules are in snake.h."""
 
-import gymnasium
-import numpy as np
-
 from libc.stdint cimport int32_t, uint8_t
 from puffercore import render
 from puffercore.env cimport PcEnvSpec, spec_capsule
@@ -44,11 +41,9 @@ class Snake(NativeEnv):
         if self.num_snakes + self.num_food > self.width * self.height:
             raise ValueError(f"num_snakes + num_food must fit on the {self.width}x{self.height} grid, "
                              f"got {self.num_snakes} + {self.num_food}")
-        side = 2 * self.vision + 1
-        self.single_observation_space = gymnasium.spaces.Box(0, 4, (side * side,), dtype=np.uint8)
-        self.single_action_space = gymnasium.spaces.Discrete(4)
         super().__init__(spec_capsule(&SNAKE_SPEC), num_envs, seed, buffers, render_mode, rows=self.num_snakes,
-                         env_size=snake_env_size(self.width, self.height, self.num_snakes, self.vision))
+                         env_size=snake_env_size(self.width, self.height, self.num_snakes, self.vision),
+                         obs_size=(2 * self.vision + 1) ** 2)
 
     def _configure(self, size_t address):
         cdef CSnake* env = <CSnake*>address

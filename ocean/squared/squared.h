@@ -18,6 +18,9 @@ typedef struct Squared {
     int32_t agent_row, agent_col, target_row, target_col, tick;
 } Squared;
 
+#define SQUARED_LOG(X) X(episode_return) X(episode_length)
+PC_LOG(SquaredLog, SQUARED_LOG);
+
 static void squared_observe(const Squared* env, uint8_t* obs) {
     memset(obs, SQUARED_EMPTY, (size_t)(env->size * env->size));
     obs[env->target_row * env->size + env->target_col] = SQUARED_TARGET;
@@ -59,13 +62,10 @@ static void squared_step(void* self) {
         return;
     }
     squared_observe(env, (uint8_t*)env->pc.final_observations);
-    env->pc.log[0] += 1.0f;
-    env->pc.log[1] += env->pc.rewards[0];
-    env->pc.log[2] += (float)env->tick;
+    SquaredLog episode = {.episode_return = env->pc.rewards[0], .episode_length = (float)env->tick};
+    pc_log_episode(&env->pc, &episode);
     squared_reset(env);
 }
-
-static const char* const SQUARED_LOG_NAMES[] = {"episode_return", "episode_length"};
 
 static const PcEnvSpec SQUARED_SPEC = {
     .abi_version = PC_ABI_VERSION,
@@ -74,10 +74,11 @@ static const PcEnvSpec SQUARED_SPEC = {
     .rows = 1,
     .obs_size = 0, /* size * size, from the config */
     .obs_dtype = PC_UINT8,
+    .obs_bounds = PC_BOX(SQUARED_EMPTY, SQUARED_TARGET),
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 2,
-    .log_names = SQUARED_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(5),
+    PC_LOG_SPEC(SquaredLog),
     .reset = squared_reset,
     .step = squared_step,
 };

@@ -1,9 +1,6 @@
 # cython: language_level=3
 """Squared binding; the rules are in squared.h."""
 
-import gymnasium
-import numpy as np
-
 from puffercore.env cimport PcEnvSpec, spec_capsule
 from puffercore.ocean.native import NativeEnv, check_int
 
@@ -26,9 +23,8 @@ class Squared(NativeEnv):
         if self.size % 2 == 0:
             raise ValueError(f"size must be odd (the agent starts at the centre), got {size}")
         self.max_steps = check_int("max_steps", 2 * self.size if max_steps is None else max_steps, 1, 2**31 - 1)
-        self.single_observation_space = gymnasium.spaces.Box(0, 2, (self.size * self.size,), dtype=np.uint8)
-        self.single_action_space = gymnasium.spaces.Discrete(5)
-        super().__init__(spec_capsule(&SQUARED_SPEC), num_envs, seed, buffers, render_mode)
+        super().__init__(spec_capsule(&SQUARED_SPEC), num_envs, seed, buffers, render_mode,
+                         obs_size=self.size * self.size)
 
     def _configure(self, size_t address):
         cdef CSquared* env = <CSquared*>address

@@ -16,6 +16,11 @@ typedef struct Template {
     int32_t position, tick;
 } Template;
 
+/* The episode statistics, named once: PC_LOG makes the struct TemplateLog (a float per
+ * name) and the names the spec gives the binding, which reports them in `info`. */
+#define TEMPLATE_LOG(X) X(episode_return) X(episode_length)
+PC_LOG(TemplateLog, TEMPLATE_LOG);
+
 static void template_observe(const Template* env, float* obs) {
     obs[0] = (float)env->position / (float)(env->length - 1);
 }
@@ -45,13 +50,10 @@ static void template_step(void* self) {
     }
     /* Same-step autoreset: keep the last observation, log the episode, start anew. */
     template_observe(env, (float*)env->pc.final_observations);
-    env->pc.log[0] += 1.0f;
-    env->pc.log[1] += env->pc.rewards[0];
-    env->pc.log[2] += (float)env->tick;
+    TemplateLog episode = {.episode_return = env->pc.rewards[0], .episode_length = (float)env->tick};
+    pc_log_episode(&env->pc, &episode);
     template_reset(env);
 }
-
-static const char* const TEMPLATE_LOG_NAMES[] = {"episode_return", "episode_length"};
 
 static const PcEnvSpec TEMPLATE_SPEC = {
     .abi_version = PC_ABI_VERSION,
@@ -60,10 +62,11 @@ static const PcEnvSpec TEMPLATE_SPEC = {
     .rows = 1,
     .obs_size = 1,
     .obs_dtype = PC_FLOAT32,
+    .obs_bounds = PC_BOX(0.0f, 1.0f), /* observation space: Box(0, 1, (obs_size,)) */
     .act_size = 1,
     .act_dtype = PC_INT32,
-    .num_log = 2,
-    .log_names = TEMPLATE_LOG_NAMES,
+    .act_bounds = PC_DISCRETE(2),     /* action space: Discrete(2) */
+    PC_LOG_SPEC(TemplateLog),
     .reset = template_reset,
     .step = template_step,
 };

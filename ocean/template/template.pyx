@@ -1,9 +1,6 @@
 # cython: language_level=3
-"""Template binding: declare the config fields, point at the spec, set the spaces.
+"""Template binding: declare the config fields, point at the spec (which declares the spaces).
 Build it with puffercore.build.build_env("template.pyx") (see docs/authoring.md)."""
-
-import gymnasium
-import numpy as np
 
 from puffercore.env cimport PcEnvSpec, spec_capsule
 from puffercore.ocean.native import NativeEnv, check_int
@@ -19,8 +16,6 @@ class Template(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, length=8):
         self.length = check_int("length", length, 2, 1_000_000)
-        self.single_observation_space = gymnasium.spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
-        self.single_action_space = gymnasium.spaces.Discrete(2)
         super().__init__(spec_capsule(&TEMPLATE_SPEC), num_envs, seed, buffers, render_mode)
 
     def _configure(self, size_t address):

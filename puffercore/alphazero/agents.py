@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from puffercore._search import GameState, mcts_baseline_move
+from puffercore._search import mcts_baseline_move
 from puffercore.azul import GreedyAzulAgent  # noqa: F401 (an opponent of this module's kind; lives with its game)
+from puffercore.games import GameState
 from puffercore.seeding import check_seed
 
 

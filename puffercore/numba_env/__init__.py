@@ -49,7 +49,6 @@ recompiled when that file changes; a change in a helper imported from another fi
 not seen (numba's rule): clear __pycache__ then.
 """
 
-import copy
 import ctypes
 import dataclasses
 import hashlib
@@ -234,9 +233,10 @@ class NumbaEnv(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None):
         compiled = _compile(type(self))
-        self.single_observation_space = copy.deepcopy(self.definition.observation_space)
-        self.single_action_space = copy.deepcopy(self.definition.action_space)
-        super().__init__(compiled.spec.capsule(), num_envs, seed, buffers, render_mode)
+        # The spaces come back from the spec's bounds, in the shapes the user gave them.
+        super().__init__(compiled.spec.capsule(), num_envs, seed, buffers, render_mode,
+                         obs_shape=self.definition.observation_space.shape,
+                         act_shape=self.definition.action_space.shape)
 
     def env_state(self, index):
         """A copy of sub-env `index`'s state record (its fields by name: state["x"])."""
@@ -346,8 +346,7 @@ def _compile(cls):
                                       if not key.startswith(("user_", "take_")))))
         cfuncs = tuple(_cfunc(definition, body, env_globals, layout) for body in (_reset_body, _step_body))
         compiled = _Compiled(
-            RuntimeSpec(definition.name, env_size, int(np.prod(observation_space.shape)), observation_space.dtype.name,
-                        int(np.prod(act_shape)), env_globals["ACT_DTYPE"].name, definition.log_names,
+            RuntimeSpec(definition.name, env_size, observation_space, action_space, definition.log_names,
                         cfuncs[0].address, cfuncs[1].address),
             state_at, cfuncs)
         cls.compile_seconds = time.perf_counter() - start

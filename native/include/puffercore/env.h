@@ -1,4 +1,4 @@
-/* puffercore env ABI, version 1.
+/* puffercore env ABI, version 2.
  *
  * An ocean env is one C header: a struct whose FIRST member is `PcEnv`, plus reset and
  * step functions, and a `PcEnvSpec` describing it. No globals: all state, including
@@ -20,12 +20,16 @@
  * episode ends copies the last observation to final_observations, sets the flag,
  * resets, and writes the first observation of the next episode to observations.
  *
- * Actions are validated in Python before step is called (range, NaN), so step may
- * trust them.
+ * Spaces. The spec declares them (obs_bounds, act_bounds below) and the binding builds
+ * the gymnasium spaces from the spec alone. Actions are validated against them in
+ * Python before step is called (range, NaN), so step may trust them.
  *
- * Logs. Envs add per-episode statistics to `log` when an episode ends:
- * log[0] += 1 (episode count), log[k] += value for k = 1..spec.num_log, named by
- * spec.log_names[k-1]. The binding drains the sums into `info` as means.
+ * Logs. An env declares its episode statistics once, as a list of names, and adds one
+ * ended episode with pc_log_episode (PC_LOG below): log[0] counts episodes, log[1 + k]
+ * sums statistic k. The binding drains the sums into `info` as means.
+ *
+ * Version 2 added the spaces (obs_bounds, act_bounds at the end of PcEnvSpec); a spec
+ * of another version is refused by the binding.
  */
 #ifndef PUFFERCORE_ENV_H
 #define PUFFERCORE_ENV_H
@@ -36,7 +40,7 @@
 
 #include "puffercore/rng.h"
 
-#define PC_ABI_VERSION 1
+#define PC_ABI_VERSION 2
 #define PC_LOG_SLOTS 16
 
 enum PcDtype { PC_FLOAT32 = 0, PC_UINT8 = 1, PC_INT32 = 2 };
@@ -53,6 +57,20 @@ typedef struct PcEnv {
     float log[PC_LOG_SLOTS];
 } PcEnv;
 
+/* Bounds of a space's elements: [low, high] for every element, unless `lows` / `highs`
+ * point at one bound per element (obs_size or act_size floats, static data: a spec whose
+ * obs_size depends on the config uses the scalars). */
+typedef struct PcBounds {
+    float low, high;
+    const float* lows;
+    const float* highs;
+} PcBounds;
+
+/* Discrete choices 0..n-1 per action element: Discrete(n) for one element, else
+ * MultiDiscrete. A discrete element's bounds are the integers it may take. */
+#define PC_DISCRETE(n) {.low = 0.0f, .high = (float)((n) - 1)}
+#define PC_BOX(low_, high_) {.low = (low_), .high = (high_)}
+
 typedef struct PcEnvSpec {
     int32_t abi_version;        /* PC_ABI_VERSION */
     const char* name;
@@ -65,7 +83,7 @@ typedef struct PcEnvSpec {
     int32_t obs_dtype;          /* PC_FLOAT32 or PC_UINT8 */
     int32_t act_size;           /* elements per action row */
     int32_t act_dtype;          /* PC_INT32 or PC_FLOAT32 */
-    int32_t num_log;            /* log slots used after the episode count */
+    int32_t num_log;            /* log slots used after the episode count (PC_LOG_SPEC) */
     const char* const* log_names;
     /* init: after the header and the env's config fields are set; may allocate.
      * reset: start a new episode (called once per seeding).
@@ -75,7 +93,41 @@ typedef struct PcEnvSpec {
     void (*reset)(void* env);
     void (*step)(void* env);
     void (*close)(void* env);
+    /* The spaces (ABI 2). Observation: Box(obs_bounds, (obs_size,), obs_dtype).
+     * Actions, act_dtype PC_INT32: each element an integer in its bounds (PC_DISCRETE(n)
+     * for 0..n-1), Discrete when act_size is 1, else MultiDiscrete; PC_FLOAT32:
+     * Box(act_bounds, (act_size,), float32). */
+    PcBounds obs_bounds;
+    PcBounds act_bounds;
 } PcEnvSpec;
+
+/* Episode logs. An env lists its statistics once, as an X-macro, and PC_LOG makes both
+ * a struct of floats (one field per statistic, in list order) and the names the spec
+ * hands the binding from that one list, so a value cannot land under another's name:
+ *
+ *   #define CARTPOLE_LOG(X) X(episode_return) X(episode_length)
+ *   PC_LOG(CartPoleLog, CARTPOLE_LOG);
+ *
+ *   CartPoleLog episode = {.episode_return = ..., .episode_length = ...};  (in step,
+ *   pc_log_episode(&env->pc, &episode);                  when an episode ends)
+ *
+ *   static const PcEnvSpec CARTPOLE_SPEC = {..., PC_LOG_SPEC(CartPoleLog), ...};
+ */
+#define PC_LOG_FIELD_(name) float name;
+#define PC_LOG_NAME_(name) #name,
+#define PC_LOG(type, LIST)                                              \
+    typedef struct type { LIST(PC_LOG_FIELD_) } type;                   \
+    static const char* const type##_names[] = {LIST(PC_LOG_NAME_)};    \
+    _Static_assert(sizeof(type) / sizeof(float) < PC_LOG_SLOTS, #type " has more statistics than log slots")
+#define PC_LOG_SPEC(type) .num_log = (int32_t)(sizeof(type) / sizeof(float)), .log_names = type##_names
+
+/* Count one ended episode and add its statistics (`episode` points at a PC_LOG struct). */
+#define pc_log_episode(pc, episode) pc_log_add((pc), (const float*)(episode), sizeof(*(episode)) / sizeof(float))
+
+static inline void pc_log_add(PcEnv* env, const float* values, size_t count) {
+    env->log[0] += 1.0f;
+    for (size_t k = 0; k < count; k++) env->log[1 + k] += values[k];
+}
 
 static inline size_t pc_dtype_size(int32_t dtype) { return dtype == PC_UINT8 ? 1 : 4; }
 

@@ -28,6 +28,12 @@ cdef extern from "puffercore/env.h" nogil:
         PcRng rng
         float log[16]
 
+    ctypedef struct PcBounds:
+        float low
+        float high
+        const float* lows
+        const float* highs
+
     ctypedef struct PcEnvSpec:
         int32_t abi_version
         const char* name
@@ -43,6 +49,8 @@ cdef extern from "puffercore/env.h" nogil:
         void (*reset)(void* env)
         void (*step)(void* env)
         void (*close)(void* env)
+        PcBounds obs_bounds
+        PcBounds act_bounds
 
     size_t pc_dtype_size(int32_t dtype)
     void* pc_env_at(const PcEnvSpec* spec, void* envs, int64_t index)
