@@ -2,6 +2,9 @@
 """Snake binding; the rules are in snake.h."""
 
 from libc.stdint cimport int32_t, uint8_t
+
+import numpy as np
+
 from puffercore import render
 from puffercore.env cimport PcEnvSpec, spec_capsule
 from puffercore.ocean.native import NativeEnv, check_int
