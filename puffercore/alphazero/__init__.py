@@ -5,7 +5,9 @@ evaluation opponents (`puffercore.alphazero.agents`), the policy-value network
 from puffercore.alphazero.agents import GreedyAzulAgent, MCTSBaseline, RandomAgent
 from puffercore.alphazero.mcts import BatchedMCTS, mcts_baseline_move, uniform_evaluator
 from puffercore.alphazero.network import PolicyValueNet
-from puffercore.alphazero.trainer import AlphaZeroAgent, AlphaZeroConfig, Trainer, train
+from puffercore.alphazero.config import AlphaZeroConfig
+from puffercore.alphazero.evaluation import AlphaZeroAgent
+from puffercore.alphazero.trainer import Trainer, train
 
 __all__ = [
     "AlphaZeroAgent", "AlphaZeroConfig", "BatchedMCTS", "GreedyAzulAgent", "MCTSBaseline", "PolicyValueNet",
