@@ -15,7 +15,7 @@ import torch
 
 from puffercore import checkpoint
 from puffercore.alphazero import MCTSBaseline, RandomAgent
-from puffercore.alphazero.trainer import GAME_OPPONENTS, AlphaZeroAgent, play_against
+from puffercore.alphazero.evaluation import GAME_OPPONENTS, AlphaZeroAgent, play_against
 from puffercore.run import checkpoint_path
 from puffercore.env import derive_seed
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from puffercore.alphazero.trainer import AlphaZeroConfig, Trainer
+from puffercore.alphazero.config import AlphaZeroConfig
+from puffercore.alphazero.trainer import Trainer
 
 
 def games_per_minute(config: AlphaZeroConfig) -> float:

@@ -1,9 +1,17 @@
-"""PPO's rollout storage: preallocated `[rows, horizon + 1, ...]` tensors, views of
-its transitions, minibatches over them and prioritized row sampling.
+"""PPO's rollout storage: a `RolloutBuffer` of N rows x T steps, preallocated on the
+policy's device, views of its transitions, minibatches over them and prioritized row
+sampling.
 
-    rollout = allocate_rollout(rows, horizon, vec.single_observation_space, policy, device)
-    batch = transition_view(rollout, flatten=True)        # [rows * horizon, ...] views
-    for minibatch in iterate_minibatches(batch, 256, generator): ...
+Only the fields that need the bootstrap slot are `[N, T + 1]`: `obs`, `value` and
+`mask` (slot t: the observation of step t; slot T: the one after the last step, whose
+value GAE bootstraps from). Per-transition fields are `[N, T]`: `action`, `log_prob`,
+`reward`, `terminal`, `truncation`, `final_value`, and the `advantage` and `return`
+the algorithm adds. A recurrent policy's state at slot 0 is per row: `state_h`,
+`state_c` `[N, hidden]`.
+
+    rollout = RolloutBuffer(rows, horizon, vec.single_observation_space, policy, device)
+    view = rollout.transition_view()                     # [N, T] views of every field
+    for minibatch in iterate_minibatches(view, 256, generator): ...
 """
 
 from __future__ import annotations
@@ -16,65 +24,173 @@ import torch
 if TYPE_CHECKING:
     from puffercore.models import Policy
 
-# obs, value and mask have one entry per observation (slot T: the bootstrap); the other
-# [N, T + 1] fields are per transition, and their slot T is padding (the trainer parks
-# the next rollout's first action there).
-ROW_FIELDS = ("state_h", "state_c")  # LSTM state at slot 0, [N, hidden]
+BOOTSTRAP_FIELDS = ("obs", "value", "mask")  # [N, T + 1]
+ROW_FIELDS = ("state_h", "state_c")  # [N, hidden]
 
 
-def allocate_rollout(rows: int, horizon: int, observation_space, policy: "Policy", device) -> dict[str, torch.Tensor]:
-    """Preallocated `[rows, horizon + 1, ...]` rollout on `device`."""
-    slots = (rows, horizon + 1)
-    obs_dtype = torch.from_numpy(np.empty(0, observation_space.dtype)).dtype
-    head = policy.head
-    rollout = {
-        "obs": torch.zeros(*slots, *observation_space.shape, dtype=obs_dtype, device=device),
-        "value": torch.zeros(slots, device=device),
-        "mask": torch.zeros(slots, dtype=torch.bool, device=device),
-        "action": torch.zeros(*slots, *head.action_shape, dtype=head.action_dtype, device=device),
-        "log_prob": torch.zeros(slots, device=device),
-        "reward": torch.zeros(slots, device=device),
-        "terminal": torch.zeros(slots, dtype=torch.bool, device=device),
-        "truncation": torch.zeros(slots, dtype=torch.bool, device=device),
-        "final_value": torch.zeros(slots, device=device),
-    }
-    if policy.lstm is not None:
-        rollout["state_h"] = torch.zeros(rows, policy.hidden_size, device=device)
-        rollout["state_c"] = torch.zeros(rows, policy.hidden_size, device=device)
-    return rollout
+class RolloutBuffer:
+    """The rollout, filled row by row from a vector env's (possibly staggered) batches.
+
+    Each row has its own next slot (`position`; T + 1: full). The step a row takes on
+    its bootstrap observation (slot T) is the first transition of the next rollout: its
+    action, log-prob and recurrent state wait in `carried` until `start_rollout` moves
+    them, with that observation, to slot 0. A row whose batch comes back once more after
+    it filled up (threads work stealing) "ran ahead": that step was sent but not kept,
+    and the row starts the next rollout at slot 0 with the observation it gets next."""
+
+    def __init__(self, rows: int, horizon: int, observation_space, policy: "Policy", device):
+        self.rows, self.horizon, self.device = rows, horizon, torch.device(device)
+        obs_dtype = torch.from_numpy(np.empty(0, observation_space.dtype)).dtype
+        head = policy.head
+        slots, steps = (rows, horizon + 1), (rows, horizon)
+        self.fields = {
+            "obs": torch.zeros(*slots, *observation_space.shape, dtype=obs_dtype, device=device),
+            "value": torch.zeros(slots, device=device),
+            "mask": torch.zeros(slots, dtype=torch.bool, device=device),
+            "action": torch.zeros(*steps, *head.action_shape, dtype=head.action_dtype, device=device),
+            "log_prob": torch.zeros(steps, device=device),
+            "reward": torch.zeros(steps, device=device),
+            "terminal": torch.zeros(steps, dtype=torch.bool, device=device),
+            "truncation": torch.zeros(steps, dtype=torch.bool, device=device),
+            "final_value": torch.zeros(steps, device=device),
+        }
+        self.carried = {
+            "action": torch.zeros(rows, *head.action_shape, dtype=head.action_dtype, device=device),
+            "log_prob": torch.zeros(rows, device=device),
+        }
+        if policy.lstm is not None:
+            for fields in (self.fields, self.carried):
+                for name in ROW_FIELDS:
+                    fields[name] = torch.zeros(rows, policy.hidden_size, device=device)
+        self.position = np.zeros(rows, np.int64)
+        self.ran_ahead = np.zeros(rows, np.bool_)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.fields[name]
+
+    def __setitem__(self, name: str, tensor: torch.Tensor) -> None:
+        self.fields[name] = tensor
+
+    def reset(self) -> None:
+        """Every row back to slot 0 (the envs were reset: nothing carries over)."""
+        self.position[:] = 0
+        self.ran_ahead[:] = False
+
+    def start_rollout(self) -> None:
+        """Rows that filled their last rollout exactly already hold the first step of this
+        one: the observation in slot T and its step in `carried`; move them to slot 0."""
+        full = self.position == self.horizon + 1
+        carried = full & ~self.ran_ahead
+        if carried.any():
+            index = torch.as_tensor(np.flatnonzero(carried), device=self.device)
+            for name in BOOTSTRAP_FIELDS:
+                self.fields[name][index, 0] = self.fields[name][index, -1]
+            for name, tensor in self.carried.items():
+                if name in ROW_FIELDS:
+                    self.fields[name][index] = tensor[index]
+                else:
+                    self.fields[name][index, 0] = tensor[index]
+        self.position[carried] = 1
+        self.position[full & self.ran_ahead] = 0
+        self.ran_ahead[:] = False
+
+    def filling(self) -> bool:
+        """Whether some row still has a slot to fill."""
+        return bool((self.position <= self.horizon).any())
+
+    def batch_slots(self, rows: slice | np.ndarray) -> "BatchSlots":
+        """Where a batch's rows (`Batch.rows`: a slice or an index array) write next."""
+        return BatchSlots(self, rows)
+
+    def transition_view(self) -> dict[str, torch.Tensor]:
+        """Every field as a view, transition-aligned: `[N, T]` leading dims (the first T
+        slots of obs, value and mask, with the action, reward and flags of the transition
+        taken there), per-row fields as they are."""
+        return {name: tensor[:, :self.horizon] if name in BOOTSTRAP_FIELDS else tensor
+                for name, tensor in self.fields.items()}
 
 
-def transition_view(rollout: dict[str, torch.Tensor], flatten: bool = False) -> dict[str, torch.Tensor]:
-    """The first T steps of every `[N, T + 1, ...]` field (transition-aligned: obs/value
-    at t with the action, reward and flags of transition t), plus fields that are already
-    `[N, T]` (advantage, return) and per-row fields (LSTM state). `flatten`: merge N and
-    T into one leading dim (per-row fields are left out)."""
-    horizon = rollout["reward"].shape[1] - 1
-    view = {}
-    for name, tensor in rollout.items():
-        if name in ROW_FIELDS:
-            if not flatten:
-                view[name] = tensor
-            continue
-        if tensor.shape[1] == horizon + 1:
-            tensor = tensor[:, :horizon]
-        view[name] = tensor.reshape(-1, *tensor.shape[2:]) if flatten else tensor
-    return view
+class BatchSlots:
+    """One batch's rows of a RolloutBuffer and the slot each writes next. Usually every
+    row of a batch is at the same slot (one basic-indexing write per field); rows at
+    different slots (a threads backend mixing batches) take the scattered path."""
+
+    def __init__(self, rollout: RolloutBuffer, rows: slice | np.ndarray):
+        self.rollout, self.rows = rollout, rows
+        self.index = rows if isinstance(rows, slice) else torch.as_tensor(rows, device=rollout.device)
+        self.row_ids = np.arange(rollout.rows)[rows]
+        self.position = position = rollout.position[rows]
+        self.same_slot = bool(position[0] == position[-1] and (position == position[0]).all())
+        # The transition that led to this batch's observations sits in slot position - 1
+        # (none at slot 0; not kept for rows that already filled this rollout).
+        self.has_previous = (position >= 1) & (position <= rollout.horizon)
+
+    def store_transition(self, fields: dict[str, torch.Tensor]) -> None:
+        """Reward and flags of the transition that led to this batch's observations."""
+        self._write(self.rollout.fields, fields, self.position - 1, self.has_previous)
+
+    def store_final_values(self, at: np.ndarray, values: torch.Tensor) -> None:
+        """V(final observation) of the batch's rows `at` (truncated there) for that transition."""
+        device = self.rollout.device
+        self.rollout.fields["final_value"][torch.as_tensor(self.row_ids[at], device=device),
+                                           torch.as_tensor(self.position[at] - 1, device=device)] = values
+
+    def store_step(self, observed: dict[str, torch.Tensor], taken: dict[str, torch.Tensor], state=None) -> None:
+        """This batch's observations (`observed`: obs, value, mask) and the step `taken`
+        on them (action, log-prob), with the recurrent `state` they were taken in. A step
+        taken on slot T is the next rollout's first: it goes to `carried`."""
+        horizon, position = self.rollout.horizon, self.position
+        self._write(self.rollout.fields, observed, position, position <= horizon)
+        self._write(self.rollout.fields, taken, position, position < horizon)
+        self._write(self.rollout.carried, taken, None, position == horizon)
+        if state is not None:
+            state = dict(zip(ROW_FIELDS, state))
+            self._write(self.rollout.fields, state, None, position == 0)
+            self._write(self.rollout.carried, state, None, position == horizon)
+
+    def advance(self) -> None:
+        rollout, position = self.rollout, self.position
+        rollout.ran_ahead[self.rows] |= position > rollout.horizon
+        rollout.position[self.rows] = np.minimum(position + 1, rollout.horizon + 1)
+
+    def _write(self, target: dict, fields: dict, slots: np.ndarray | None, selected: np.ndarray) -> None:
+        """target[name][row, slot] = fields[name] for the selected rows of the batch (a
+        per-row target without a slot when `slots` is None)."""
+        if self.same_slot:
+            if selected[0]:
+                at = self.index if slots is None else (self.index, int(slots[0]))
+                for name, value in fields.items():
+                    target[name][at] = value
+            return
+        if not selected.any():
+            return
+        device = self.rollout.device
+        at = torch.as_tensor(self.row_ids[selected], device=device)
+        if slots is not None:
+            at = (at, torch.as_tensor(slots[selected], device=device))
+        chosen = torch.as_tensor(selected, device=device)
+        for name, value in fields.items():
+            target[name][at] = value[chosen]
 
 
-def iterate_minibatches(batch: dict[str, torch.Tensor], minibatch_size: int, generator: torch.Generator,
-                        order: torch.Tensor | None = None) -> Iterator[dict[str, torch.Tensor]]:
-    """Minibatches over the leading dim of every field (transitions of a flattened view,
-    or rows of an unflattened one): in `order` (default a fresh shuffle), `minibatch_size`
-    at a time, the last one possibly smaller. Each minibatch also carries "index", the
-    positions it took."""
-    count = next(iter(batch.values())).shape[0]
+def iterate_minibatches(view: dict[str, torch.Tensor], minibatch_size: int, generator: torch.Generator,
+                        order: torch.Tensor | None = None, by_rows: bool = False) -> Iterator[dict[str, torch.Tensor]]:
+    """Minibatches of a transition view: of its N x T transitions (per-row fields left
+    out), or with `by_rows` of its N whole rows. In `order` (default a fresh shuffle),
+    `minibatch_size` at a time, the last one possibly smaller; each minibatch also
+    carries "index", the positions it took (transition t of row n is n * T + t). The view
+    is indexed in place: no flattened copy of the rollout."""
+    rows, horizon = view["reward"].shape
+    count = rows if by_rows else rows * horizon
     if order is None:
-        device = next(iter(batch.values())).device
-        order = torch.randperm(count, generator=generator).to(device)
+        order = torch.randperm(count, generator=generator).to(view["reward"].device)
     for start in range(0, len(order), minibatch_size):
         index = order[start : start + minibatch_size]
-        yield {"index": index, **{name: tensor[index] for name, tensor in batch.items()}}
+        if by_rows:
+            yield {"index": index, **{name: tensor[index] for name, tensor in view.items()}}
+        else:
+            at = (index // horizon, index % horizon)
+            yield {"index": index, **{name: tensor[at] for name, tensor in view.items() if name not in ROW_FIELDS}}
 
 
 def row_priorities(advantages: torch.Tensor, mask: torch.Tensor, alpha: float, beta: float):

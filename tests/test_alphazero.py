@@ -14,10 +14,12 @@ from puffercore import checkpoint, run, seeding
 from puffercore.__main__ import main
 from puffercore.alphazero.agents import RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
-from puffercore.alphazero.trainer import (
-    SEED_NAMES, AlphaZeroAgent, AlphaZeroConfig, ReplayBuffer, Trainer, make_evaluator, play_against, train,
-    value_targets,
-)
+from puffercore.alphazero.config import AlphaZeroConfig
+from puffercore.alphazero.evaluation import AlphaZeroAgent, play_against
+from puffercore.alphazero.network import make_evaluator
+from puffercore.alphazero.replay import ReplayBuffer, value_targets
+from puffercore.alphazero.self_play import play_games
+from puffercore.alphazero.trainer import SEED_NAMES, Trainer, train
 from puffercore.env import derive_seed
 from puffercore.games import Azul, Connect4, TicTacToe
 
@@ -151,11 +153,13 @@ def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order(
     threaded.self_play()
     sequential = Trainer(tiny_config(self_play_threads=2, games_per_iteration=7, parallel_games=4))
     seed = derive_seed(sequential.seeds["self_play"], 0)
+    game_seeds = [derive_seed(sequential.seeds["games"], number) for number in range(7)]
     evaluate = make_evaluator(sequential.network.eval())
-    games = [game for k in range(2) for game in sequential._play_games(range(k, 7, 2), 2, derive_seed(seed, k), evaluate)]
+    games = [game for k in range(2) for game in play_games(sequential.game, sequential.config, range(k, 7, 2), game_seeds,
+                                                            2, derive_seed(seed, k), evaluate)]
     assert sorted(number for number, _, _ in games) == list(range(7))
     for number, history, returns in sorted(games, key=lambda game: game[0]):
-        sequential._store_game(history, returns)
+        sequential.replay.add_game(history, returns)
     count = len(threaded.replay)
     assert count == len(sequential.replay) == threaded.counters["positions"]
     for name in ("observations", "legal_masks", "policies", "values"):

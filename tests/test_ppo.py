@@ -16,7 +16,7 @@ from gymnasium import spaces
 import puffercore.emulation
 import puffercore.vector
 from puffercore import checkpoint, logger, ppo, run, seeding
-from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
+from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.__main__ import main
 from puffercore.models import ActionHead, Policy
 from puffercore.ppo import PPOConfig
@@ -31,30 +31,36 @@ def small_config(**overrides) -> PPOConfig:
 # ---- storage ------------------------------------------------------------------------------
 def test_rollout_storage_and_transition_view_shapes():
     policy = Policy(spaces.Box(-1, 1, (3,), np.float32), spaces.MultiDiscrete([2, 3]), lstm=True, hidden_size=8)
-    rollout = allocate_rollout(5, 7, spaces.Box(-1, 1, (3,), np.float32), policy, "cpu")
-    assert rollout["obs"].shape == (5, 8, 3)
-    assert rollout["value"].shape == (5, 8)
-    assert rollout["action"].shape == (5, 8, 2) and rollout["action"].dtype == torch.int64
+    rollout = RolloutBuffer(5, 7, spaces.Box(-1, 1, (3,), np.float32), policy, "cpu")
+    # Only what needs the bootstrap slot is [N, T + 1]; per-transition fields are [N, T].
+    assert rollout["obs"].shape == (5, 8, 3) and rollout["value"].shape == (5, 8) and rollout["mask"].shape == (5, 8)
+    assert rollout["action"].shape == (5, 7, 2) and rollout["action"].dtype == torch.int64
+    assert rollout["reward"].shape == rollout["terminal"].shape == rollout["final_value"].shape == (5, 7)
     assert rollout["state_h"].shape == (5, 8)  # per row: [N, hidden], hidden == T + 1 here on purpose
     rollout["advantage"] = torch.zeros(5, 7)
-    view = transition_view(rollout)
+    view = rollout.transition_view()
     assert view["obs"].shape == (5, 7, 3) and view["reward"].shape == (5, 7) and view["advantage"].shape == (5, 7)
     assert view["state_h"].shape == (5, 8)
     rollout["obs"][2, 3] = 9.0
-    assert view["obs"][2, 3, 0] == 9.0  # a view, not a copy
-    flat = transition_view(rollout, flatten=True)
-    assert flat["obs"].shape == (35, 3) and flat["action"].shape == (35, 2) and "state_h" not in flat
-    assert flat["obs"][2 * 7 + 3, 0] == 9.0
+    rollout["reward"][2, 3] = 4.0
+    assert view["obs"][2, 3, 0] == 9.0 and view["reward"][2, 3] == 4.0  # views, not copies
+    assert all(view[name].data_ptr() == rollout[name].data_ptr() for name in rollout.fields)
 
 
 def test_iterate_minibatches_covers_every_transition_once():
-    batch = {"x": torch.arange(10), "y": torch.arange(10) * 2}
+    view = {"reward": torch.arange(12.0).reshape(3, 4), "obs": torch.arange(15.0).reshape(3, 5)[:, :4, None] * 2,
+            "state_h": torch.zeros(3, 2)}
     seen = []
-    for minibatch in iterate_minibatches(batch, 4, torch.Generator().manual_seed(0)):
-        assert torch.equal(minibatch["y"], minibatch["x"] * 2)
-        assert len(minibatch["x"]) <= 4
-        seen += minibatch["x"].tolist()
-    assert sorted(seen) == list(range(10)) and seen != list(range(10))
+    for minibatch in iterate_minibatches(view, 5, torch.Generator().manual_seed(0)):
+        index = minibatch["index"]
+        assert len(index) <= 5 and "state_h" not in minibatch
+        assert torch.equal(minibatch["reward"], (index // 4 * 4 + index % 4).float())  # transition n * T + t
+        assert torch.equal(minibatch["obs"][:, 0], (index // 4 * 5 + index % 4).float() * 2)
+        seen += index.tolist()
+    assert sorted(seen) == list(range(12)) and seen != list(range(12))
+    rows = list(iterate_minibatches(view, 2, torch.Generator().manual_seed(0), by_rows=True))
+    assert [len(minibatch["index"]) for minibatch in rows] == [2, 1]
+    assert rows[0]["reward"].shape == (2, 4) and rows[0]["state_h"].shape == (2, 2)
 
 
 # ---- action heads --------------------------------------------------------------------------
@@ -220,14 +226,14 @@ def test_rollout_rows_are_aligned_trajectories(tmp_path, batch_size):
         trainer.reset_envs()
         for _ in range(3):
             trainer.collect()
-            rollout = transition_view(trainer.rollout)
+            rollout = trainer.rollout.transition_view()
             query = rollout["obs"][..., 2] == 1
             assert torch.equal(rollout["terminal"], query)
             assert torch.equal(rollout["reward"].abs() == 1, query)
             cue = rollout["obs"][..., :2].sum(-1) == 1
             # A query is `delay` (4) steps after a cue, within a row when both are stored.
             assert torch.equal(query[:, 4:], cue[:, :-4])
-            assert (trainer.position == config.horizon + 1).all()
+            assert (trainer.rollout.position == config.horizon + 1).all()
     finally:
         trainer.close()
 
@@ -445,7 +451,7 @@ def test_native_rollouts_follow_cartpole_dynamics(tmp_path, backend, num_workers
             trainer.collect()
             rollout = trainer.rollout
             obs, done = rollout["obs"], rollout["terminal"] | rollout["truncation"]
-            continuing = ~done[:, :-1]
+            continuing = ~done  # transition t from obs slot t to slot t + 1
             predicted = obs[:, :-1, 0] + 0.02 * obs[:, :-1, 1]
             torch.testing.assert_close(obs[:, 1:, 0][continuing], predicted[continuing], atol=1e-5, rtol=0)
             assert continuing.sum() > 0.9 * continuing.numel()
@@ -501,7 +507,7 @@ def test_box_actions_train_end_to_end(tmp_path):
         trainer.collect()
         trainer.learn()
         actions = trainer.rollout["action"]
-        assert actions.shape == (8, 17, 1) and actions.dtype == torch.float32
+        assert actions.shape == (8, 16, 1) and actions.dtype == torch.float32
         assert np.abs(trainer.vec.actions).max() <= 2.0
         assert trainer.policy.log_std.grad is not None and np.isfinite(trainer.losses["loss/loss"])
     finally:

@@ -11,7 +11,9 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from puffercore.alphazero.trainer import BUDGET_FIELDS, GAMES, PRESETS, AlphaZeroAgent, AlphaZeroConfig, train
+from puffercore.alphazero.config import GAMES, PRESETS, AlphaZeroConfig
+from puffercore.alphazero.evaluation import AlphaZeroAgent
+from puffercore.alphazero.trainer import BUDGET_FIELDS, train
 from puffercore.azul import Azul
 from puffercore.flags import add_dataclass_flags, dataclass_overrides
 

@@ -3,15 +3,19 @@ logit per action, illegal actions masked) and a value head (one tanh value per p
 in observation order: the player to move first, then the others in turn order).
 
 Board games with [C, H, W] observations get a convolutional tower; flat observations
-get the same tower with linear layers instead of 3x3 convolutions.
+get the same tower with linear layers instead of 3x3 convolutions. `build_network` sizes
+one for a config's game; `make_evaluator` turns one into BatchedMCTS's leaf evaluator.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
+
+from puffercore.alphazero.config import GAMES, AlphaZeroConfig
 
 # Masked logits are very negative but finite, so a zero target probability times its
 # log-probability stays 0 in the cross-entropy instead of becoming NaN.
@@ -72,3 +76,21 @@ class PolicyValueNet(nn.Module):
         features = self.tower(self.stem(observations))
         logits = self.policy_head(features).masked_fill(~legal_masks, ILLEGAL_LOGIT)
         return logits, self.value_head(features)
+
+
+def make_evaluator(network: PolicyValueNet):
+    """The BatchedMCTS evaluator of a network: priors (softmax over legal actions) and
+    values for a batch of leaves, one forward pass, no gradients."""
+
+    @torch.inference_mode()
+    def evaluate(observations: np.ndarray, legal_masks: np.ndarray):
+        logits, values = network(torch.from_numpy(observations), torch.from_numpy(legal_masks))
+        return torch.softmax(logits, dim=1).numpy(), values.numpy()
+
+    return evaluate
+
+
+def build_network(config: AlphaZeroConfig) -> PolicyValueNet:
+    game = GAMES[config.game]()
+    return PolicyValueNet(game.observation_shape, game.num_actions, config.num_players,
+                          channels=config.channels, blocks=config.blocks)

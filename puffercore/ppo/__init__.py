@@ -7,8 +7,9 @@
     returns = ppo.evaluate(trainer.run_dir, episodes=10)
 
 Read in this order: `config` (every hyperparameter, the presets), `loss` (the
-objective), `trainer` (the algorithm: collection, GAE, the update), `runs` (the run
-loop, checkpoints, resume, evaluation); `puffercore.distributed` has the torchrun ranks.
+objective), `trainer` (the algorithm: collection, GAE, the update; its storage is
+`puffercore.rollout`), `runs` (the run loop, checkpoints, resume, evaluation);
+`puffercore.distributed` has the torchrun ranks.
 """
 
 from puffercore.ppo.config import PPOConfig, PRESETS

@@ -5,8 +5,9 @@ in staggered batches, GAE, and the clipped-surrogate update of `ppo_loss`.
     trainer.reset_envs(); trainer.collect(); trainer.learn()
 
 `puffercore.ppo.train` runs the loop with checkpoints and metrics. Envs come from
-`puffercore.envs` (anything trainable), rollout storage from `puffercore.rollout`,
-normalization from `puffercore.transforms`.
+`puffercore.envs` (anything trainable), rollout storage from `puffercore.rollout`
+(`RolloutBuffer`: what collection writes, GAE and the update read), normalization from
+`puffercore.transforms`, episode statistics from `puffercore.ppo.episodes`.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import numpy as np
 import torch
 
 from puffercore import advantage, checkpoint, envs, run
-from puffercore.ppo.config import PPOConfig
 from puffercore.distributed import Group
+from puffercore.ppo.config import PPOConfig
+from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.parts import free_cores, make_policy, make_vector, transformed
 from puffercore.ppo.popart import PopArt
-from puffercore.rollout import allocate_rollout, iterate_minibatches, row_priorities, transition_view
+from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
 
@@ -71,7 +73,7 @@ class Trainer:
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 
         self.rows, horizon = vec.num_agents, config.horizon
-        self.rollout = allocate_rollout(self.rows, horizon, vec.single_observation_space, self.policy, self.device)
+        self.rollout = RolloutBuffer(self.rows, horizon, vec.single_observation_space, self.policy, self.device)
         self.transitions_per_update = self.rows * horizon * self.group.world_size  # all ranks' steps
         self.num_updates = -(-config.total_timesteps // self.transitions_per_update)  # at least total_timesteps
         if config.minibatch_size > self.rows * horizon:
@@ -79,22 +81,14 @@ class Trainer:
                 f"minibatch_size={config.minibatch_size} exceeds the transitions of one rollout "
                 f"({self.rows} rows x horizon {horizon} = {self.rows * horizon})"
             )
-        # Per-row collection state: next slot to write (horizon + 1: full), whether the
-        # row stepped past a full rollout (its slot-T action was not kept), LSTM state.
-        self.position = np.zeros(self.rows, np.int64)
-        self.ran_ahead = np.zeros(self.rows, np.bool_)
-        self.state = self.policy.initial_state(self.rows, self.device)
-        self.carry_state = self.policy.initial_state(self.rows, self.device)
+        self.state = self.policy.initial_state(self.rows, self.device)  # recurrent state of every row
 
         self.update = 0
         self.global_step = 0
         self.elapsed = 0.0  # seconds of training, earlier sessions of a resumed run included
         self.interrupted = False  # Ctrl-C ended the run
         self.timers = {"env": 0.0, "inference": 0.0, "learn": 0.0}
-        self.recent_episodes: collections.deque = collections.deque()  # (mean return, count)
-        self.pending_recent: list = []  # this rank's, not yet gathered (torchrun jobs)
-        self.episode_sums: dict[str, float] = {}
-        self.episode_counts: dict[str, float] = {}
+        self.episodes = EpisodeStats(self.group)
         self.losses: dict[str, float] = {}
         self.run_dir = run_dir or self.config.run_dir or run.default_run_dir(self.env_name)
 
@@ -110,39 +104,21 @@ class Trainer:
         """Start (or resume) collection: every env reset with a seed fixed by (env seed,
         update), every row at slot 0 with a fresh recurrent state."""
         self.vec.async_reset(seed=derive_seed(self._rank_seed("envs"), self.update) % 2**63)
-        self.position[:] = 0
-        self.ran_ahead[:] = False
+        self.rollout.reset()
         if self.state is not None:
-            for tensor in (*self.state, *self.carry_state):
+            for tensor in self.state:
                 tensor.zero_()
-
-    def _start_rollout(self) -> None:
-        """Rows that filled their last rollout exactly already hold the first step of this
-        one in slot T (observation, value, action, log-prob); move it to slot 0."""
-        full = self.position == self.config.horizon + 1
-        carried = full & ~self.ran_ahead
-        if carried.any():
-            index = torch.as_tensor(np.flatnonzero(carried), device=self.device)
-            for name in ("obs", "value", "mask", "action", "log_prob"):
-                self.rollout[name][index, 0] = self.rollout[name][index, -1]
-            if self.state is not None:
-                self.rollout["state_h"][index] = self.carry_state[0][index]
-                self.rollout["state_c"][index] = self.carry_state[1][index]
-        self.position[carried] = 1
-        self.position[full & self.ran_ahead] = 0
-        self.ran_ahead[:] = False
 
     def collect(self) -> None:
         """Fill every row of the rollout: recv a batch, store what it says about the
         previous transition and the new observation, act, send. While the policy runs on
         one batch, the backend steps the others."""
-        self._start_rollout()
-        horizon = self.config.horizon
-        while (self.position <= horizon).any():
+        self.rollout.start_rollout()
+        while self.rollout.filling():
             start = time.perf_counter()
             batch = self.vec.recv()
             received = time.perf_counter()
-            self._record_info(batch.info)
+            self.episodes.record(batch.info)
             actions = self._step_rows(batch)
             inferred = time.perf_counter()
             self.vec.send(actions)
@@ -154,42 +130,24 @@ class Trainer:
     @torch.no_grad()
     def _step_rows(self, batch) -> np.ndarray:
         """One batch of the collection loop (a vector env's Batch: its arrays, its rows of
-        the vector, the final observations of its rows that ended); returns the actions
-        to send. Usually every row of a batch is at the same slot (basic indexing); rows
-        at different slots (a threads backend mixing batches) take the scattered path."""
-        horizon, rollout, device = self.config.horizon, self.rollout, self.device
+        the vector, the final observations of its rows that ended): store the transition
+        that led here, act on the new observations, store them and the step; returns the
+        actions to send."""
+        device = self.device
         obs, rewards, terminals, truncations, _, _, masks = batch
-        rows = batch.rows
-        row_ids = np.arange(self.rows)[rows]
-        row_index = rows if isinstance(rows, slice) else torch.as_tensor(rows, device=device)
-        position = self.position[rows]
-        same_slot = bool(position[0] == position[-1] and (position == position[0]).all())
-
-        def write(fields: dict, slots: np.ndarray, selected: np.ndarray) -> None:
-            if same_slot:
-                if selected[0]:
-                    for name, value in fields.items():
-                        rollout[name][row_index, int(slots[0])] = value
-                return
-            index = (torch.as_tensor(row_ids[selected], device=device), torch.as_tensor(slots[selected], device=device))
-            chosen = torch.as_tensor(selected, device=device)
-            for name, value in fields.items():
-                rollout[name][index] = value[chosen]
+        slots = self.rollout.batch_slots(batch.rows)
 
         state = None
         if self.state is not None:
-            state_before_reset = (self.state[0][row_index], self.state[1][row_index])
+            state_before_reset = (self.state[0][slots.index], self.state[1][slots.index])
             keep = torch.as_tensor(~(terminals | truncations), device=device).float()[:, None]
             state = (state_before_reset[0] * keep, state_before_reset[1] * keep)
 
-        # The transition that led here sits in slot position - 1 (none for slot 0; not
-        # kept for rows that already filled this rollout).
-        has_previous = (position >= 1) & (position <= horizon)
-        if has_previous.any():
-            write({"reward": torch.as_tensor(rewards, device=device),
-                   "terminal": torch.as_tensor(terminals, device=device),
-                   "truncation": torch.as_tensor(truncations, device=device)}, position - 1, has_previous)
-            truncated = np.flatnonzero(truncations & has_previous)
+        if slots.has_previous.any():
+            slots.store_transition({"reward": torch.as_tensor(rewards, device=device),
+                                    "terminal": torch.as_tensor(terminals, device=device),
+                                    "truncation": torch.as_tensor(truncations, device=device)})
+            truncated = np.flatnonzero(truncations & slots.has_previous)
             if truncated.size:
                 # Truncations bootstrap from V(final observation), before the autoreset.
                 final_obs = torch.as_tensor(batch.final_observations[truncated], device=device)
@@ -197,64 +155,28 @@ class Trainer:
                 if state is not None:
                     at = torch.as_tensor(truncated, device=device)
                     final_state = (state_before_reset[0][at], state_before_reset[1][at])
-                rollout["final_value"][torch.as_tensor(row_ids[truncated], device=device),
-                                       torch.as_tensor(position[truncated] - 1, device=device)] = \
-                    self._values(self.policy(final_obs, final_state).value)
+                slots.store_final_values(truncated, self._values(self.policy(final_obs, final_state).value))
 
         obs = torch.as_tensor(obs, device=device)
         out = self.policy(obs, state)
         actions, log_prob = self.policy.sample(out, self.action_rng)
-        # This observation and the action taken on it (in slot T: the next rollout's first).
-        write({"obs": obs, "value": self._values(out.value), "mask": torch.as_tensor(masks, device=device),
-               "action": actions, "log_prob": log_prob}, position, position <= horizon)
+        slots.store_step({"obs": obs, "value": self._values(out.value), "mask": torch.as_tensor(masks, device=device)},
+                         {"action": actions, "log_prob": log_prob}, state)
         if state is not None:
-            self.state[0][row_index], self.state[1][row_index] = out.state
-            for slot, (h, c) in ((0, (rollout["state_h"], rollout["state_c"])), (horizon, self.carry_state)):
-                at = np.flatnonzero(position == slot)
-                if at.size:
-                    target, source = torch.as_tensor(row_ids[at], device=device), torch.as_tensor(at, device=device)
-                    h[target], c[target] = state[0][source], state[1][source]
-        self.ran_ahead[rows] |= position > horizon
-        self.position[rows] = np.minimum(position + 1, horizon + 1)
+            self.state[0][slots.index], self.state[1][slots.index] = out.state
+        slots.advance()
         return self.policy.head.to_env(actions)
 
-    def _record_info(self, info: dict) -> None:
-        episodes = info.get("episodes", 0.0)
-        if not episodes:
-            return
-        for key, value in info.items():
-            if key != "episodes":
-                self.episode_sums[key] = self.episode_sums.get(key, 0.0) + value * episodes
-                self.episode_counts[key] = self.episode_counts.get(key, 0.0) + episodes
-        if "episode_return" in info:
-            if self.group.world_size == 1:
-                self._add_recent([(info["episode_return"], episodes)])
-            else:  # joins every rank's window at the next metrics()
-                self.pending_recent.append((info["episode_return"], episodes))
-
-    def _add_recent(self, entries) -> None:
-        self.recent_episodes.extend(entries)
-        while self.recent_episodes and \
-                sum(count for _, count in self.recent_episodes) - self.recent_episodes[0][1] >= RECENT_EPISODES:
-            self.recent_episodes.popleft()
-
     def recent_return(self) -> float | None:
-        """Mean return of about the last RECENT_EPISODES episodes (infos report per-batch
-        means, so the window holds whole batches covering at least that many)."""
-        total = sum(count for _, count in self.recent_episodes)
-        if total < RECENT_EPISODES:
-            return None
-        return sum(mean * count for mean, count in self.recent_episodes) / total
+        """Mean return of about the last `RECENT_EPISODES` episodes (`ppo.episodes`), or None."""
+        return self.episodes.recent_return()
 
     # ---- learning -----------------------------------------------------------------------
     def compute_advantages(self) -> None:
         rollout, config = self.rollout, self.config
-        horizon = config.horizon
-        live = rollout["mask"][:, :horizon]
-        rewards = (rollout["reward"][:, :horizon] * live).contiguous()
+        rewards = rollout["reward"] * rollout["mask"][:, :config.horizon]  # padding rows earn nothing
         rollout["advantage"], rollout["return"] = advantage.compute(
-            rollout["value"], rewards, rollout["terminal"][:, :horizon].contiguous(),
-            rollout["truncation"][:, :horizon].contiguous(), rollout["final_value"][:, :horizon].contiguous(),
+            rollout["value"], rewards, rollout["terminal"], rollout["truncation"], rollout["final_value"],
             gamma=config.gamma, lam=config.gae_lambda,
         )
 
@@ -270,8 +192,8 @@ class Trainer:
         if self.popart is not None:  # this rollout's returns join the statistics; the critic is rescaled
             live = rollout["mask"][:, :config.horizon]
             self.popart.update(rollout["return"][live], self.group)
-        by_rows = config.lstm or config.prio_alpha > 0
-        batch = transition_view(rollout, flatten=not by_rows)
+        by_rows = config.lstm or config.prio_alpha > 0  # whole rows: replayed in order, or sampled by priority
+        batch = rollout.transition_view()
         rows_per_minibatch = max(1, config.minibatch_size // config.horizon)
         minibatch_size = rows_per_minibatch if by_rows else config.minibatch_size
 
@@ -288,7 +210,7 @@ class Trainer:
             if weights_all is not None:
                 order = torch.multinomial(probability.cpu(), self.rows, replacement=True,
                                           generator=self.sampling_rng).to(self.device)
-            for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order):
+            for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order, by_rows):
                 weights = None if weights_all is None else weights_all[minibatch["index"]][:, None]
                 losses = self._minibatch_loss(minibatch, by_rows, weights)
                 self.optimizer.zero_grad()
@@ -402,10 +324,7 @@ class Trainer:
     def metrics(self, elapsed: float) -> dict[str, float]:
         """Scalars since the last call; under torchrun every rank calls it together and
         the episode statistics cover every rank's episodes."""
-        self._gather_episodes()
-        scalars = {"update": self.update, "sps": self.global_step / max(elapsed, 1e-9)}
-        for key, total in self.episode_sums.items():
-            scalars[key] = total / self.episode_counts[key]
+        scalars = {"update": self.update, "sps": self.global_step / max(elapsed, 1e-9), **self.episodes.take_means()}
         recent = self.recent_return()
         if recent is not None:
             scalars["recent_return"] = recent
@@ -414,27 +333,10 @@ class Trainer:
             scalars.update(self.vec.metrics())
         busy = sum(self.timers.values()) or 1.0
         scalars.update({f"time_fraction/{name}": value / busy for name, value in self.timers.items()})
-        self.episode_sums, self.episode_counts = {}, {}
         return scalars
-
-    def _gather_episodes(self) -> None:
-        if self.group.world_size == 1:
-            return
-        import torch.distributed as dist
-
-        gathered: list = [None] * self.group.world_size
-        dist.all_gather_object(gathered, (self.episode_sums, self.episode_counts, self.pending_recent))
-        self.episode_sums, self.episode_counts, self.pending_recent = {}, {}, []
-        for sums, counts, recent in gathered:
-            for key in sums:
-                self.episode_sums[key] = self.episode_sums.get(key, 0.0) + sums[key]
-                self.episode_counts[key] = self.episode_counts.get(key, 0.0) + counts[key]
-            self._add_recent(recent)  # the same window on every rank
 
     def close(self, failed: bool = False) -> None:
         if self.owns_vec:
             self.vec.close()
         self.group.close(failed)
 
-
-RECENT_EPISODES = 20

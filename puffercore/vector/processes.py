@@ -12,37 +12,34 @@ Words, per worker w at WORDS_PER_WORKER * w:
   DONE_SEQ      set to COMMAND_SEQ by the worker when the command is finished
   STATUS        OK, or ERROR when the command raised (details follow on the pipe)
   HAS_INFO      1 when the worker sent an info dict on the pipe for this command
+  HAS_SEED, SEED_LOW, SEED_HIGH   a RESET's seed, when it has one
 and one global word, COMPLETED, bumped by every worker that finishes a command: the
 caller sleeps on it while it waits for any worker.
+
+This module is the caller's side; the worker's (the segment's layout and words, the
+worker loop) is `puffercore.vector.process_worker`.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import mmap
 import multiprocessing
 import os
 import pickle
 import signal
 import time
-import traceback
 import weakref
-from multiprocessing import reduction
 
-import cloudpickle
 import numpy as np
 
 from puffercore._shared_words import SharedWords
-from puffercore.env import Buffers, check_actions, check_seed
-from puffercore.vector.common import (
-    Batcher, BatchStepper, EnvFactory, VectorEnv, check_batching, check_count, merge_infos,
+from puffercore.env import check_actions, check_seed
+from puffercore.vector.common import Batcher, EnvFactory, VectorEnv, check_batching, check_count, merge_infos
+from puffercore.vector.process_worker import (
+    CLOSE, COMMAND, COMMAND_SEQ, DONE_SEQ, ERROR, HAS_INFO, HAS_SEED, LIVENESS_PERIOD, RESET, SEED_HIGH, SEED_LOW,
+    STATUS, STEP, WORDS_PER_WORKER, CloudPickled, SegmentFd, attach_buffers, attach_words, buffer_layout,
+    map_segment, worker_main,
 )
-
-COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
-WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
-STEP, RESET, CLOSE = 1, 2, 3
-OK, ERROR = 0, 1
 
 # Seconds a waiting process spins before it sleeps in a futex. Waking a sleeping
 # process costs tens of microseconds on a virtual machine, so a waiter spins long when
@@ -55,8 +52,6 @@ SPIN_SECONDS_SHARED_CORE = 5e-6
 # "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its
 # other threads included (torch, CUDA), the documented source of hangs and leaks.
 DEFAULT_START_METHOD = "spawn"
-# How long a waiter sleeps between checks that its peer process is still alive.
-LIVENESS_PERIOD = 0.05
 
 
 def _default_workers(num_envs: int, batch_size: int) -> int:
@@ -65,141 +60,6 @@ def _default_workers(num_envs: int, batch_size: int) -> int:
     cores = os.cpu_count() or 1
     valid = [w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
     return next((w for w in valid if w >= min(cores, num_envs)), valid[-1])
-
-
-def _buffer_layout(num_agents: int, observation_space, action_space) -> tuple[dict, int]:
-    """Byte offsets of every Buffers field (64-byte aligned) and the words array."""
-    template = Buffers.allocate(1, observation_space, action_space)
-    layout, offset = {}, 0
-    for field in dataclasses.fields(Buffers):
-        array = getattr(template, field.name)
-        shape = (num_agents, *array.shape[1:])
-        layout[field.name] = (offset, shape, array.dtype.str)
-        offset += -(-int(np.prod(shape)) * array.dtype.itemsize // 64) * 64
-    return layout, offset
-
-
-class _CloudPickled:
-    """A value on its way to a worker, pickled with cloudpickle: spawn and forkserver
-    then take lambdas and closures (`lambda: gymnasium.make(...)`) as well as what plain
-    pickle takes by name; fork passes it as is."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __getstate__(self):
-        return cloudpickle.dumps(self.value)
-
-    def __setstate__(self, payload):
-        self.value = pickle.loads(payload)
-
-
-class _SegmentFd:
-    """The file descriptor of the shared segment, on its way to a worker. Pickling it
-    (spawn, forkserver) has multiprocessing hand the child a duplicate, as it does for
-    the pipes; fork passes it as is, the child having inherited the descriptor."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    def __reduce__(self):
-        return _rebuild_segment_fd, (reduction.DupFd(self.fd),)
-
-
-def _rebuild_segment_fd(duplicate) -> _SegmentFd:
-    return _SegmentFd(duplicate.detach())
-
-
-def _map_segment(fd: int, size: int) -> mmap.mmap:
-    """Map the segment (the mmap keeps a descriptor of its own). It is never closed
-    explicitly: every array on it holds it as its base, so the memory stays mapped until
-    the last view of it is gone, whether the vector env was closed or not."""
-    return mmap.mmap(fd, size)
-
-
-def _attach_buffers(segment: mmap.mmap, layout: dict) -> Buffers:
-    arrays = {
-        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=segment, offset=offset)
-        for name, (offset, shape, dtype) in layout.items()
-    }
-    return Buffers(**arrays)
-
-
-def _attach_words(segment: mmap.mmap, offset: int, count: int) -> np.ndarray:
-    return np.ndarray(count, dtype=np.uint32, buffer=segment, offset=offset)
-
-
-def _worker_main(worker: int, config: dict, connection) -> None:
-    """Entry point of a worker process: build its envs on its rows of the shared
-    buffers, then serve commands until CLOSE or until the parent disappears."""
-    fd = config["segment"].fd
-    segment = _map_segment(fd, config["segment_size"])
-    os.close(fd)
-    buffers = _attach_buffers(segment, config["layout"])
-    words = SharedWords(_attach_words(segment, config["words_offset"], config["num_words"]))
-    base = worker * WORDS_PER_WORKER
-    completed = config["num_words"] - 1
-    envs_per_worker, rows_per_env = config["envs_per_worker"], config["rows_per_env"]
-    first_env = worker * envs_per_worker
-    parent = os.getppid()
-
-    def finish(seq: int, status: int, has_info: int) -> None:
-        words.store(base + STATUS, status)
-        words.store(base + HAS_INFO, has_info)
-        words.store(base + DONE_SEQ, seq)
-        words.add(completed, 1)
-        words.wake(completed)
-
-    envs = []
-    try:
-        for j in range(envs_per_worker):
-            rows = (first_env + j) * rows_per_env
-            env = config["factory"].value(buffers.rows(rows, rows + rows_per_env))
-            env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
-            envs.append(env)
-        first_row = first_env * rows_per_env
-        step = BatchStepper(envs, buffers.rows(first_row, first_row + envs_per_worker * rows_per_env))
-        connection.send(("ready", None))
-    except BaseException:
-        connection.send(("error", (first_env, traceback.format_exc())))
-        return
-
-    seen = 0
-    while True:
-        seq = words.wait_change(base + COMMAND_SEQ, seen, config["spin_seconds"], LIVENESS_PERIOD)
-        if seq == seen:
-            if os.getppid() != parent:  # the caller died without closing us
-                break
-            continue
-        seen = seq
-        command = words.load(base + COMMAND)
-        if command == CLOSE:
-            break
-        current = first_env
-        try:
-            if command == RESET:
-                seed = None
-                if words.load(base + HAS_SEED):
-                    seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
-                infos = []
-                for j, env in enumerate(envs):
-                    current = first_env + j
-                    info = env.reset(seed=seed)[1]
-                    if info:
-                        infos.append(info)
-            else:
-                infos = step()
-            if infos:
-                # One merged dict (exact: merge_infos weighs by episodes): small enough
-                # that the send never waits for the caller, who reads it once we finish.
-                connection.send(("info", merge_infos(infos)))
-            finish(seq, OK, 1 if infos else 0)
-        except BaseException:
-            failed = first_env + step.failed if command == STEP else current
-            connection.send(("error", (failed, traceback.format_exc())))
-            finish(seq, ERROR, 0)
-    for env in envs:
-        env.close()
 
 
 class Processes(VectorEnv):
@@ -254,7 +114,7 @@ class Processes(VectorEnv):
         self.rows_per_worker = envs_per_worker * rows_per_env
         self.workers_per_batch = batch_size // envs_per_worker
 
-        layout, words_offset = _buffer_layout(self.num_agents, self.single_observation_space, self.single_action_space)
+        layout, words_offset = buffer_layout(self.num_agents, self.single_observation_space, self.single_action_space)
         num_words = num_workers * WORDS_PER_WORKER + 1
         segment_size = words_offset + 4 * num_words
         own_cores = num_workers + 1 <= (os.cpu_count() or 1)
@@ -264,14 +124,14 @@ class Processes(VectorEnv):
         fd = os.memfd_create("puffercore-vector")
         try:
             os.ftruncate(fd, segment_size)
-            segment = _map_segment(fd, segment_size)
-            self._init_buffers(_attach_buffers(segment, layout))
+            segment = map_segment(fd, segment_size)
+            self._init_buffers(attach_buffers(segment, layout))
             self.masks[:] = True  # as Buffers.allocate: rows are live unless an env says not
-            self._words = SharedWords(_attach_words(segment, words_offset, num_words))
+            self._words = SharedWords(attach_words(segment, words_offset, num_words))
             self._completed = num_words - 1
             config = dict(
                 spin_seconds=self._spin_seconds,
-                factory=_CloudPickled(factory), segment=_SegmentFd(fd), segment_size=segment_size, layout=layout,
+                factory=CloudPickled(factory), segment=SegmentFd(fd), segment_size=segment_size, layout=layout,
                 words_offset=words_offset, num_words=num_words, envs_per_worker=envs_per_worker,
                 rows_per_env=rows_per_env, sub_envs_per_env=sub_envs_per_env,
             )
@@ -298,7 +158,7 @@ class Processes(VectorEnv):
         try:
             for worker in range(self.num_workers):
                 parent_end, child_end = context.Pipe()
-                process = context.Process(target=_worker_main, args=(worker, config, child_end), daemon=True)
+                process = context.Process(target=worker_main, args=(worker, config, child_end), daemon=True)
                 try:
                     process.start()
                 except (pickle.PicklingError, AttributeError, TypeError) as error:

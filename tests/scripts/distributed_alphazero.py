@@ -10,7 +10,8 @@ import sys
 
 import torch
 
-from puffercore.alphazero.trainer import AlphaZeroConfig, train
+from puffercore.alphazero.config import AlphaZeroConfig
+from puffercore.alphazero.trainer import train
 
 out, run_dir = sys.argv[1], sys.argv[2]
 config = AlphaZeroConfig.for_game("tictactoe", run_dir=run_dir, iterations=2, channels=8, blocks=1,

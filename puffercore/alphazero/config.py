@@ -1,0 +1,131 @@
+"""AlphaZero's settings in one dataclass (every field a flag of `puffercore alphazero`) and
+the presets of the games it learns.
+
+    config = AlphaZeroConfig.for_game("connect4", minutes=30)   # preset + overrides
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from puffercore.games import Azul, Connect4, TicTacToe
+from puffercore.seeding import check_seed
+
+GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}
+
+def _option(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class AlphaZeroConfig:
+    game: str = _option("connect4", f"game to learn: {', '.join(GAMES)}")
+    num_players: int = _option(2, "players per game")
+    seed: int = _option(0, "run seed; every random stream gets a named child seed of it")
+    run_dir: str = _option("", "where metrics and the checkpoint go (default runs/GAME-SEED-TIME)")
+    iterations: int = _option(100, "stop after this many iterations")
+    minutes: float = _option(0.0, "also stop after this much training wall time (0: no limit)")
+    torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")
+    self_play_threads: int = _option(2, "threads playing self-play games at once, each with its own batched search")
+    # network
+    channels: int = _option(64, "width of the residual tower")
+    blocks: int = _option(3, "residual blocks")
+    # self-play
+    games_per_iteration: int = _option(128, "self-play games per iteration")
+    parallel_games: int = _option(128, "games searched at once (one network forward per round for all)")
+    simulations: int = _option(100, "MCTS simulations per self-play move")
+    c_base: float = _option(19652.0, "PUCT c_base")
+    c_init: float = _option(1.25, "PUCT c_init")
+    normalize_values: bool = _option(False, "PUCT sees Q rescaled to [0, 1] by the tree's value range (for returns far from [-1, 1])")
+    dirichlet_alpha: float = _option(0.3, "Dirichlet noise concentration at the root")
+    dirichlet_epsilon: float = _option(0.25, "weight of the root noise")
+    temperature_moves: int = _option(10, "moves sampled in proportion to visits (temperature 1); later ones argmax")
+    max_moves: int = _option(0, "a game stops (scored by its returns so far) after this many moves; 0: the game's own bound")
+    # training
+    replay_capacity: int = _option(100_000, "examples kept; the oldest are overwritten")
+    batch_size: int = _option(256, "examples per gradient step, sampled uniformly with replacement")
+    train_steps: int = _option(100, "gradient steps per iteration")
+    optimizer: str = _option("adam", "adam (AdamW) or sgd (with momentum 0.9)")
+    learning_rate: float = _option(1e-3, "optimizer learning rate")
+    weight_decay: float = _option(1e-4, "weight decay")
+    augment_symmetries: bool = _option(True, "train on positions seen through a random symmetry of the board (Connect4: mirror)")
+    policy_loss_weight: float = _option(1.0, "weight of the policy cross-entropy")
+    value_loss_weight: float = _option(1.0, "weight of the value MSE")
+    # evaluation and checkpoints
+    eval_interval: int = _option(5, "evaluate every this many iterations (0: never)")
+    eval_games: int = _option(20, "games against each opponent, half in each seat")
+    eval_simulations: int = _option(100, "agent's MCTS simulations per move in evaluation")
+    baseline_simulations: int = _option(1000, "the MCTS baseline's simulations per move")
+    checkpoint_interval: int = _option(1, "save a checkpoint every this many iterations")
+
+    @classmethod
+    def for_game(cls, game: str, **overrides) -> "AlphaZeroConfig":
+        """The game's preset with `overrides` applied."""
+        if game not in PRESETS:
+            raise ValueError(f"game must be one of {sorted(PRESETS)}, got {game!r}")
+        config = cls(game=game, **{**PRESETS[game], **overrides})
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.game not in GAMES:
+            raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
+        check_seed(self.seed)
+        positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
+                    "parallel_games", "simulations", "replay_capacity", "train_steps", "eval_games",
+                    "eval_simulations", "baseline_simulations", "checkpoint_interval")
+        non_negative = ("blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
+                        "weight_decay", "policy_loss_weight", "value_loss_weight")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in non_negative:
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.batch_size < 2:  # batch norm needs two examples to normalise over
+            raise ValueError(f"batch_size must be >= 2, got {self.batch_size}")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0 <= self.dirichlet_epsilon <= 1 or not self.dirichlet_alpha > 0:
+            raise ValueError("dirichlet_alpha must be > 0 and dirichlet_epsilon in [0, 1]")
+        if self.eval_games % 2:
+            raise ValueError(f"eval_games must be even (half in each seat), got {self.eval_games}")
+        game = GAMES[self.game]()
+        if not game.min_players <= self.num_players <= game.max_players:
+            raise ValueError(f"{self.game} takes {game.min_players}-{game.max_players} players, got num_players={self.num_players}")
+
+
+PRESETS = {
+    # Sized for two CPU cores: a game of 9 moves needs little search and a tiny net.
+    "tictactoe": dict(channels=32, blocks=1, games_per_iteration=64, parallel_games=64, simulations=40,
+                      temperature_moves=3, replay_capacity=20_000, batch_size=128, train_steps=40,
+                      iterations=15, eval_interval=5, eval_games=20, eval_simulations=40),
+    # Self-play time goes almost all (95%) into the network's forward passes, so the tower
+    # is narrow (32 channels) and the search short; two threads of 128 games each overlap
+    # one thread's tree work with the other's forward (1.09-1.2x the games of one thread
+    # of 256 with 2 torch threads: `python bench/bench_alphazero_selfplay.py`). Each
+    # example is trained on about 1.5 times per mirror image: 12-minute A/B runs on one
+    # core each, 200 games at 100 simulations against the 1000-rollout UCT baseline, went
+    # from 48% (no mirror, a third of the gradient steps) to 69%.
+    "connect4": dict(channels=32, blocks=3, games_per_iteration=256, parallel_games=256, simulations=64,
+                     dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
+                     learning_rate=2e-3, train_steps=300, iterations=1000, minutes=30, eval_interval=4,
+                     eval_games=20, eval_simulations=100),
+    # Azul: flat observations (an MLP tower), ~60 moves a game with dozens of legal moves.
+    # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q and the
+    # value loss is weighted up (x10 took the greedy-bot win rate after 4 minutes from 2%
+    # to 36%; x30 gave 24%, 100 simulations 17%: fewer games). An iteration takes seconds
+    # and UCT rollouts of whole Azul games are slow, so evaluation is sparse, its baseline
+    # searches less, and the 200 MB checkpoint is written every 10 iterations. Self-play
+    # stays on one thread: the small MLP's forward is mostly per-op Python overhead under
+    # the GIL, and two threads of 32 games made 0.52x the games of one thread of 64
+    # (`python bench/bench_alphazero_selfplay.py --game azul`).
+    "azul": dict(channels=128, blocks=2, games_per_iteration=64, parallel_games=64, simulations=50,
+                 self_play_threads=1,
+                 normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,
+                 batch_size=256, learning_rate=1e-3, train_steps=50, value_loss_weight=10.0, iterations=100_000,
+                 minutes=60, eval_interval=25, eval_games=20, eval_simulations=50, baseline_simulations=200,
+                 checkpoint_interval=10),
+}

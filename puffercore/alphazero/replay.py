@@ -1,0 +1,79 @@
+"""AlphaZero's replay buffer: a ring of (observation, legal mask, search policy, value
+target) examples from self-play games, sampled uniformly, optionally through the game's
+board symmetries."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class ReplayBuffer:
+    """A ring of (observation, legal mask, search policy, value target) examples with a
+    fixed capacity: once full, each new example overwrites the oldest."""
+
+    def __init__(self, capacity: int, observation_shape: tuple[int, ...], num_actions: int, num_players: int):
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        self.capacity = capacity
+        self.observations = np.zeros((capacity, *observation_shape), dtype=np.float32)
+        self.legal_masks = np.zeros((capacity, num_actions), dtype=np.bool_)
+        self.policies = np.zeros((capacity, num_actions), dtype=np.float32)
+        self.values = np.zeros((capacity, num_players), dtype=np.float32)
+        self.write_index = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def extend(self, observations, legal_masks, policies, values) -> None:
+        for row in zip(observations, legal_masks, policies, values):
+            self.observations[self.write_index], self.legal_masks[self.write_index], \
+                self.policies[self.write_index], self.values[self.write_index] = row
+            self.write_index = (self.write_index + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+
+    def add_game(self, history: list, returns: np.ndarray) -> None:
+        """A finished game's positions: `history` holds (observation, legal mask, search
+        policy, player to move) per move; each learns the final `returns` from its mover's
+        seat."""
+        observations, legal_masks, policies, players = zip(*history)
+        self.extend(observations, legal_masks, policies, [value_targets(returns, player) for player in players])
+
+    def sample(self, rng: np.random.Generator, batch_size: int, symmetries=()) -> dict[str, torch.Tensor]:
+        """`batch_size` examples drawn uniformly with replacement, as tensors. With the
+        game's `symmetries`, each example is seen through one of them or as it is, drawn
+        uniformly: the same position in another orientation, with the same value."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        index = rng.integers(0, self.size, size=batch_size)
+        observations, legal_masks, policies = self.observations[index], self.legal_masks[index], self.policies[index]
+        if symmetries:
+            seen_through = rng.integers(0, len(symmetries) + 1, size=batch_size)  # 0: as it is
+            flat = observations.reshape(batch_size, -1)
+            for k, (observation_map, action_map) in enumerate(symmetries, start=1):
+                rows = np.flatnonzero(seen_through == k)
+                flat[rows] = flat[rows][:, observation_map]
+                legal_masks[rows] = legal_masks[rows][:, action_map]
+                policies[rows] = policies[rows][:, action_map]
+        return {"observations": torch.from_numpy(observations), "legal_masks": torch.from_numpy(legal_masks),
+                "policies": torch.from_numpy(policies), "values": torch.from_numpy(self.values[index])}
+
+    def state_dict(self) -> dict:
+        return {"observations": self.observations[: self.size], "legal_masks": self.legal_masks[: self.size],
+                "policies": self.policies[: self.size], "values": self.values[: self.size],
+                "write_index": self.write_index}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.size = len(state["values"])
+        if self.size > self.capacity:
+            raise ValueError(f"replay state holds {self.size} examples, more than capacity {self.capacity}")
+        for name in ("observations", "legal_masks", "policies", "values"):
+            getattr(self, name)[: self.size] = state[name]
+        self.write_index = int(state["write_index"])
+
+
+def value_targets(returns: np.ndarray, player: int) -> np.ndarray:
+    """A game's final returns (by seat) as the value target of a position where `player`
+    moved: in observation order, that player first, then the next ones in turn order."""
+    return np.roll(np.asarray(returns, dtype=np.float32), -player)

@@ -1,0 +1,96 @@
+"""AlphaZero's self-play: games played by the batched native MCTS, every search round one
+network forward for all the games' leaves (inference on the CPU under no_grad).
+
+    played = play_iteration(game, config, network, search_seed, game_seeds)
+    for history, returns in played: replay.add_game(history, returns)
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from puffercore.alphazero.config import AlphaZeroConfig
+from puffercore.alphazero.mcts import BatchedMCTS
+from puffercore.alphazero.network import PolicyValueNet, make_evaluator
+from puffercore.seeding import derive_seed
+
+
+def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, search_seed: int,
+                   game_seeds: list[int]) -> list[tuple[list, np.ndarray]]:
+    """Play one iteration's games, game g from `game_seeds[g]`; returns (history, returns)
+    per game in game order, a history holding (observation, legal mask, search policy,
+    player to move) per move.
+
+    With self_play_threads = T, game g is played by thread g % T, each thread with its
+    own batched search (seeded by `search_seed` and its index) over its share of
+    parallel_games; the native search and torch's forward release the GIL, so one
+    thread's tree work overlaps another's network pass. The result depends on the seeds
+    and T, not on thread timing."""
+    games = len(game_seeds)
+    threads = min(config.self_play_threads, games)
+    evaluate = make_evaluator(network.eval())
+    shares = [range(k, games, threads) for k in range(threads)]
+    slots = max(1, config.parallel_games // threads)
+
+    def play_share(k: int) -> list[tuple]:
+        if threads > 1:
+            # The threads share the cores: intra-op threads would fight them. The
+            # setting is per thread (OpenMP), so each pool thread makes its own.
+            torch.set_num_threads(1)
+        return play_games(game, config, shares[k], game_seeds, slots, derive_seed(search_seed, k), evaluate)
+
+    if threads == 1:
+        parts = [play_share(0)]
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(play_share, range(threads)))
+    played = sorted((played_game for part in parts for played_game in part), key=lambda played_game: played_game[0])
+    return [(history, returns) for _, history, returns in played]
+
+
+def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[int], slots: int, search_seed: int,
+               evaluate) -> list[tuple]:
+    """Play the games `numbers` (game g from `game_seeds[g]`), up to `slots` at once in one
+    batched search; returns (number, history, returns) per game, in the order they end.
+    A game stops at its end or after max_moves moves (scored by its returns so far)."""
+    max_moves = config.max_moves or game.max_moves
+    slots = min(slots, len(numbers))
+    mcts = BatchedMCTS(game, slots, num_simulations=config.simulations, c_base=config.c_base,
+                       c_init=config.c_init, normalize_values=config.normalize_values,
+                       dirichlet_alpha=config.dirichlet_alpha,
+                       dirichlet_epsilon=config.dirichlet_epsilon, seed=search_seed)
+    states: list = [None] * slots
+    slot_games = [-1] * slots
+    histories: list[list] = [[] for _ in range(slots)]
+    to_start = iter(numbers)
+    played = []
+
+    def start_game(slot: int) -> None:  # the slot's next game, or None once all have started
+        histories[slot] = []
+        mcts.reset(slot)
+        states[slot] = None
+        number = next(to_start, None)
+        if number is not None:
+            states[slot] = game.new_state(seed=game_seeds[number], num_players=config.num_players)
+            slot_games[slot] = number
+
+    for slot in range(slots):
+        start_game(slot)
+    while any(state is not None for state in states):
+        policies = mcts.search(states, evaluate)
+        for slot, state in enumerate(states):
+            if state is None:
+                continue
+            history = histories[slot]
+            history.append((state.observation(), state.legal_mask(), policies[slot], state.current_player()))
+            temperature = 1.0 if len(history) <= config.temperature_moves else 0.0
+            action = mcts.choose_action(slot, temperature)
+            state.apply(action)
+            mcts.advance(slot, action)
+            if state.is_terminal() or len(history) >= max_moves:
+                played.append((slot_games[slot], history, state.returns()))
+                start_game(slot)
+    return played

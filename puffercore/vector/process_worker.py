@@ -1,0 +1,164 @@
+"""The worker side of the `processes` backend (the protocol is described in
+`puffercore.vector.processes`): the shared segment's layout and command words, the
+helpers that carry a creator and the segment's descriptor to a worker, and the worker
+process's main loop. The caller's side is `processes.Processes`."""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import pickle
+import traceback
+from multiprocessing import reduction
+
+import cloudpickle
+import numpy as np
+
+from puffercore._shared_words import SharedWords
+from puffercore.env import Buffers
+from puffercore.vector.common import BatchStepper, merge_infos
+
+# The words of each worker (see the table in puffercore.vector.processes); the last word
+# of the array is COMPLETED.
+COMMAND_SEQ, COMMAND, DONE_SEQ, STATUS, HAS_INFO, SEED_LOW, SEED_HIGH, HAS_SEED = range(8)
+WORDS_PER_WORKER = 16  # 64 bytes: one cache line per worker, no false sharing
+STEP, RESET, CLOSE = 1, 2, 3
+OK, ERROR = 0, 1
+# How long a waiter sleeps between checks that its peer process is still alive.
+LIVENESS_PERIOD = 0.05
+
+
+def buffer_layout(num_agents: int, observation_space, action_space) -> tuple[dict, int]:
+    """Byte offsets of every Buffers field (64-byte aligned) and the words array."""
+    template = Buffers.allocate(1, observation_space, action_space)
+    layout, offset = {}, 0
+    for field in dataclasses.fields(Buffers):
+        array = getattr(template, field.name)
+        shape = (num_agents, *array.shape[1:])
+        layout[field.name] = (offset, shape, array.dtype.str)
+        offset += -(-int(np.prod(shape)) * array.dtype.itemsize // 64) * 64
+    return layout, offset
+
+
+class CloudPickled:
+    """A value on its way to a worker, pickled with cloudpickle: spawn and forkserver
+    then take lambdas and closures (`lambda: gymnasium.make(...)`) as well as what plain
+    pickle takes by name; fork passes it as is."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __getstate__(self):
+        return cloudpickle.dumps(self.value)
+
+    def __setstate__(self, payload):
+        self.value = pickle.loads(payload)
+
+
+class SegmentFd:
+    """The file descriptor of the shared segment, on its way to a worker. Pickling it
+    (spawn, forkserver) has multiprocessing hand the child a duplicate, as it does for
+    the pipes; fork passes it as is, the child having inherited the descriptor."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):
+        return _rebuild_segment_fd, (reduction.DupFd(self.fd),)
+
+
+def _rebuild_segment_fd(duplicate) -> SegmentFd:
+    return SegmentFd(duplicate.detach())
+
+
+def map_segment(fd: int, size: int) -> mmap.mmap:
+    """Map the segment (the mmap keeps a descriptor of its own). It is never closed
+    explicitly: every array on it holds it as its base, so the memory stays mapped until
+    the last view of it is gone, whether the vector env was closed or not."""
+    return mmap.mmap(fd, size)
+
+
+def attach_buffers(segment: mmap.mmap, layout: dict) -> Buffers:
+    arrays = {
+        name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=segment, offset=offset)
+        for name, (offset, shape, dtype) in layout.items()
+    }
+    return Buffers(**arrays)
+
+
+def attach_words(segment: mmap.mmap, offset: int, count: int) -> np.ndarray:
+    return np.ndarray(count, dtype=np.uint32, buffer=segment, offset=offset)
+
+
+def worker_main(worker: int, config: dict, connection) -> None:
+    """Entry point of a worker process: build its envs on its rows of the shared
+    buffers, then serve commands until CLOSE or until the parent disappears."""
+    fd = config["segment"].fd
+    segment = map_segment(fd, config["segment_size"])
+    os.close(fd)
+    buffers = attach_buffers(segment, config["layout"])
+    words = SharedWords(attach_words(segment, config["words_offset"], config["num_words"]))
+    base = worker * WORDS_PER_WORKER
+    completed = config["num_words"] - 1
+    envs_per_worker, rows_per_env = config["envs_per_worker"], config["rows_per_env"]
+    first_env = worker * envs_per_worker
+    parent = os.getppid()
+
+    def finish(seq: int, status: int, has_info: int) -> None:
+        words.store(base + STATUS, status)
+        words.store(base + HAS_INFO, has_info)
+        words.store(base + DONE_SEQ, seq)
+        words.add(completed, 1)
+        words.wake(completed)
+
+    envs = []
+    try:
+        for j in range(envs_per_worker):
+            rows = (first_env + j) * rows_per_env
+            env = config["factory"].value(buffers.rows(rows, rows + rows_per_env))
+            env.env_index_base = (first_env + j) * config["sub_envs_per_env"]
+            envs.append(env)
+        first_row = first_env * rows_per_env
+        step = BatchStepper(envs, buffers.rows(first_row, first_row + envs_per_worker * rows_per_env))
+        connection.send(("ready", None))
+    except BaseException:
+        connection.send(("error", (first_env, traceback.format_exc())))
+        return
+
+    seen = 0
+    while True:
+        seq = words.wait_change(base + COMMAND_SEQ, seen, config["spin_seconds"], LIVENESS_PERIOD)
+        if seq == seen:
+            if os.getppid() != parent:  # the caller died without closing us
+                break
+            continue
+        seen = seq
+        command = words.load(base + COMMAND)
+        if command == CLOSE:
+            break
+        current = first_env
+        try:
+            if command == RESET:
+                seed = None
+                if words.load(base + HAS_SEED):
+                    seed = words.load(base + SEED_LOW) | (words.load(base + SEED_HIGH) << 32)
+                infos = []
+                for j, env in enumerate(envs):
+                    current = first_env + j
+                    info = env.reset(seed=seed)[1]
+                    if info:
+                        infos.append(info)
+            else:
+                infos = step()
+            if infos:
+                # One merged dict (exact: merge_infos weighs by episodes): small enough
+                # that the send never waits for the caller, who reads it once we finish.
+                connection.send(("info", merge_infos(infos)))
+            finish(seq, OK, 1 if infos else 0)
+        except BaseException:
+            failed = first_env + step.failed if command == STEP else current
+            connection.send(("error", (failed, traceback.format_exc())))
+            finish(seq, ERROR, 0)
+    for env in envs:
+        env.close()
