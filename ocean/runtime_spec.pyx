@@ -29,6 +29,7 @@ HEADER = {
     "rewards": _offset(&_probe, &_probe.rewards),
     "terminals": _offset(&_probe, &_probe.terminals),
     "truncations": _offset(&_probe, &_probe.truncations),
+    "masks": _offset(&_probe, &_probe.masks),
     "rng": _offset(&_probe, &_probe.rng),
     "log": _offset(&_probe, &_probe.log),
 }
@@ -36,8 +37,8 @@ DTYPES = {"float32": PC_FLOAT32, "uint8": PC_UINT8, "int32": PC_INT32}
 
 
 cdef class RuntimeSpec:
-    """A single-row PcEnvSpec from Python values and the addresses of two
-    `void (*)(void* env)` functions. Every value is checked here, since a wrong one
+    """A PcEnvSpec from Python values and the addresses of two `void (*)(void* env)`
+    functions; `rows` agent rows per env. Every value is checked here, since a wrong one
     would make NativeEnv step garbage."""
 
     cdef PcEnvSpec spec
@@ -46,11 +47,11 @@ cdef class RuntimeSpec:
     cdef const char** log_names
 
     def __init__(self, name, size_t env_size, int32_t obs_size, obs_dtype, int32_t act_size, act_dtype,
-                 log_names, size_t reset_address, size_t step_address):
+                 log_names, size_t reset_address, size_t step_address, *, int32_t rows=1):
         if env_size < sizeof(PcEnv):
             raise ValueError(f"env_size must be at least sizeof(PcEnv) = {sizeof(PcEnv)}, got {env_size}")
-        if obs_size <= 0 or act_size <= 0:
-            raise ValueError(f"obs_size and act_size must be positive, got {obs_size} and {act_size}")
+        if obs_size <= 0 or act_size <= 0 or rows <= 0:
+            raise ValueError(f"obs_size, act_size and rows must be positive, got {obs_size}, {act_size} and {rows}")
         if obs_dtype not in ("float32", "uint8"):
             raise ValueError(f"obs_dtype must be 'float32' or 'uint8', got {obs_dtype!r}")
         if act_dtype not in ("float32", "int32"):
@@ -70,7 +71,7 @@ cdef class RuntimeSpec:
         self.spec.abi_version = PC_ABI_VERSION
         self.spec.name = <const char*>self.name_bytes
         self.spec.env_size = env_size
-        self.spec.rows = 1
+        self.spec.rows = rows
         self.spec.obs_size = obs_size
         self.spec.obs_dtype = DTYPES[obs_dtype]
         self.spec.act_size = act_size
