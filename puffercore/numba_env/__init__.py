@@ -67,7 +67,14 @@ from puffercore.numba_env.compiler import _COMPILED, LOG_SLOTS, Agents, compiled
 from puffercore.numba_env.rng import JIT, rng_below, rng_float, rng_next, rng_uniform
 from puffercore.ocean.native import NativeEnv
 
-__all__ = ["Agents", "NumbaEnv", "define", "rng_below", "rng_float", "rng_next", "rng_uniform"]
+__all__ = ["Agents", "NumbaEnv", "define", "jit", "rng_below", "rng_float", "rng_next", "rng_uniform"]
+
+# For the helper functions that reset and step call: inlined into the cfuncs (which are
+# cached) and unable to raise on a division by zero, as reset and step. Inlined, not
+# compiled apart: numba names a compiled function taking a state record after a counter
+# that restarts with each process, so two such functions cached for two state dtypes
+# (two configs of one env) can load under one name and run with the wrong layout.
+jit = numba.njit(inline="always", **JIT)
 
 
 # ---- definitions ------------------------------------------------------------------------
@@ -104,14 +111,14 @@ class NumbaEnv(NativeEnv):
         super().__init__(spec.capsule(), num_envs, seed, buffers, render_mode)
 
     def env_state(self, index):
-        """A copy of sub-env `index`'s state record (its fields by name: state["x"])."""
+        """A copy of sub-env `index`'s state record (fields by name or attribute: state.x)."""
         return self._state_record(self.env_address(index)).copy()  # IndexError, RuntimeError if closed
 
     def _state_record(self, env_address):
         """The state record of the env struct at `env_address`, in place."""
         dtype = self.definition.state_dtype
         address = env_address + _COMPILED[type(self)].state_at
-        return np.frombuffer((ctypes.c_char * dtype.itemsize).from_address(address), dtype)[0]
+        return np.frombuffer((ctypes.c_char * dtype.itemsize).from_address(address), dtype).view(np.recarray)[0]
 
     def _configure(self, address):
         record = self._state_record(address)  # of the struct NativeEnv copies to every env
@@ -185,10 +192,10 @@ def _check_action_space(space):
 
 def _check_function(name, function):
     if isinstance(function, numba.core.registry.CPUDispatcher):
-        return function
+        function = function.py_func
     if not isinstance(function, types.FunctionType):
         raise TypeError(f"{name} must be a Python function (or a numba.njit one), got {function!r}")
-    return numba.njit(inline="always", **JIT)(function)  # into the cfunc body: no call per step
+    return jit(function)  # into the cfunc body: no call per step (and see jit)
 
 
 def _check_log_names(log_names):
