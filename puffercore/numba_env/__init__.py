@@ -39,6 +39,16 @@ adds an episode's statistics in the step that ends it. Autoreset is the ABI's: a
 step that ends an episode the wrapper copies `obs` to final_observations, counts the
 episode and calls reset, so the caller sees the next episode's first observation.
 
+Multi-agent envs (define(..., agents=K): K rows per env) get their rows instead:
+  reset(state, agents, rng)            write agents.observations (and masks);
+  step(state, agents, rng, log)        read agents.actions[k], write every row's
+                                       observations, rewards, terminals, truncations,
+                                       masks, and final_observations of rows that end.
+`agents` is an Agents tuple of arrays, row k = agent k. Rewards and flags are cleared
+before step; each row flagged terminal or truncated counts as one episode. Restarting
+an agent whose episode ended is the env's own business (snake.py respawns a snake in
+the same tick), as in C. Helpers that reset and step call are decorated with `jit`.
+
 Numba cfuncs cannot raise: an exception inside one is printed and the step goes on. So
 the functions are compiled with numpy's error model (a division by zero gives inf or
 nan, as in C) and actions are checked before step; code that raises on purpose (assert,
