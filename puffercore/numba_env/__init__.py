@@ -225,7 +225,7 @@ def _check_log_names(log_names):
 
 def _check_agents(agents):
     if agents is not None and (isinstance(agents, bool) or not isinstance(agents, int) or agents < 1):
-        raise ValueError(f"agents must be None (one agent, the single-agent contract) or a positive int, got {agents!r}")
+        raise ValueError(f"agents must be None (the single-agent contract) or a positive int, got {agents!r}")
     return agents
 
 

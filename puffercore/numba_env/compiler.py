@@ -173,7 +173,8 @@ def compiled(cls):
         env_globals = {
             "STATE_AT": state_at, "STATE_DTYPE": dtype, "NUM_LOG": len(definition.log_names),
             "OBS_SHAPE": rows + observation_space.shape, "OBS_DTYPE": observation_space.dtype,
-            "ACT_SHAPE": (rows + act_shape) or (1,), "AGENTS": definition.agents or 1,
+            "ACT_SHAPE": (rows + act_shape) or (1,),  # a single agent's Discrete action: one int32
+            "AGENTS": definition.agents or 1,
             "ACT_DTYPE": np.dtype(np.float32 if action_space.dtype == np.float32 else np.int32),
             "take_action": _scalar_action if scalar_action else _row_action,
             "user_reset": definition.reset, "user_step": definition.step}
