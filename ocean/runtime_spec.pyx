@@ -34,6 +34,7 @@ HEADER = {
     "truncations": _offset(&_probe, &_probe.truncations),
     "rng": _offset(&_probe, &_probe.rng),
     "log": _offset(&_probe, &_probe.log),
+    "masks": _offset(&_probe, &_probe.masks),
 }
 DTYPES = {"float32": PC_FLOAT32, "uint8": PC_UINT8}  # of observations
 
@@ -45,10 +46,10 @@ cdef PcBounds _per_element(const float[::1] low, const float[::1] high):
 
 
 cdef class RuntimeSpec:
-    """A single-row PcEnvSpec from Python values: the env's spaces (a float32 or uint8
-    Box; Discrete, 1-d MultiDiscrete or float32 Box), which the spec declares as flat
-    bounds, and the addresses of two `void (*)(void* env)` functions. Every value is
-    checked here, since a wrong one would make NativeEnv step garbage."""
+    """A PcEnvSpec from Python values: the spaces of one row (a float32 or uint8 Box;
+    Discrete, 1-d MultiDiscrete or float32 Box), which the spec declares as flat bounds,
+    the addresses of two `void (*)(void* env)` functions, and `rows` agent rows per env.
+    Every value is checked here, since a wrong one would make NativeEnv step garbage."""
 
     cdef PcEnvSpec spec
     cdef bytes name_bytes
@@ -57,7 +58,7 @@ cdef class RuntimeSpec:
     cdef object bounds  # keeps the float32 arrays the spec's bounds point into
 
     def __init__(self, name, size_t env_size, observation_space, action_space, log_names, size_t reset_address,
-                 size_t step_address):
+                 size_t step_address, *, int rows=1):
         if env_size < sizeof(PcEnv):
             raise ValueError(f"env_size must be at least sizeof(PcEnv) = {sizeof(PcEnv)}, got {env_size}")
         if not isinstance(observation_space, gymnasium.spaces.Box) or observation_space.dtype.name not in DTYPES:
@@ -65,6 +66,8 @@ cdef class RuntimeSpec:
         discrete = isinstance(action_space, (gymnasium.spaces.Discrete, gymnasium.spaces.MultiDiscrete))
         if not discrete and not (isinstance(action_space, gymnasium.spaces.Box) and action_space.dtype == np.float32):
             raise ValueError(f"action_space must be Discrete, MultiDiscrete or a float32 Box, got {action_space!r}")
+        if rows <= 0:
+            raise ValueError(f"rows must be positive, got {rows}")
         if reset_address == 0 or step_address == 0:
             raise ValueError("reset_address and step_address must be addresses of functions, got 0")
         log_names = list(log_names)
@@ -84,7 +87,7 @@ cdef class RuntimeSpec:
         self.spec.abi_version = PC_ABI_VERSION
         self.spec.name = <const char*>self.name_bytes
         self.spec.env_size = env_size
-        self.spec.rows = 1
+        self.spec.rows = rows
         self.spec.obs_size = self.bounds[0].size
         self.spec.obs_dtype = DTYPES[observation_space.dtype.name]
         self.spec.act_size = self.bounds[2].size

@@ -1,6 +1,6 @@
-"""Numba envs (puffercore.numba_env): the numba CartPole against the C CartPole --
-same seed and actions, identical transitions -- on every backend, PPO on it, and the
-errors a definition gets."""
+"""Numba envs (puffercore.numba_env): the numba CartPole and Snake against the C ones --
+same config, seed and actions, identical transitions -- on every backend, PPO on them,
+and the errors a definition gets."""
 
 import os
 import sys
@@ -15,21 +15,26 @@ import puffercore.vector  # noqa: E402
 from puffercore import numba_env, ppo  # noqa: E402
 from puffercore.numba_env import rng_below, rng_float  # noqa: E402
 from puffercore.numba_env.cartpole import STATE, NumbaCartPole, reset, step  # noqa: E402
-from puffercore.ocean import CartPole  # noqa: E402
+from puffercore.numba_env.snake import numba_snake  # noqa: E402
+from puffercore.ocean import CartPole, Snake  # noqa: E402
 
 SPACES = dict(observation_space=gymnasium.spaces.Box(-5, 5, (4,), np.float32), action_space=gymnasium.spaces.Discrete(2))
 
 
-def assert_same_steps(ours, theirs, steps, num_envs, seed=0):
-    """Step both with the same random actions; every buffer and info must agree bit for bit."""
+def assert_same_steps(ours, theirs, steps, seed=0):
+    """Step both with the same random actions; every buffer (final observations of the
+    rows that ended, masks) and info must agree bit for bit."""
     rng = np.random.default_rng(seed)
     np.testing.assert_array_equal(ours.reset(seed=seed)[0], theirs.reset(seed=seed)[0])
     episodes = 0
     for t in range(steps):
-        actions = rng.integers(0, 2, num_envs).astype(np.int32)
+        actions = rng.integers(0, ours.single_action_space.n, ours.num_agents).astype(np.int32)
         mine, reference = ours.step(actions), theirs.step(actions)
         for name, a, b in zip(("observations", "rewards", "terminals", "truncations"), mine, reference):
             np.testing.assert_array_equal(a, b, err_msg=f"{name} differ at step {t}")
+        ended = mine[2] | mine[3]
+        np.testing.assert_array_equal(ours.final_observations[ended], theirs.final_observations[ended])
+        np.testing.assert_array_equal(ours.masks, theirs.masks, err_msg=f"masks differ at step {t}")
         assert mine[4] == reference[4], f"info differs at step {t}"
         episodes += mine[4].get("episodes", 0)
     return episodes
@@ -38,11 +43,11 @@ def assert_same_steps(ours, theirs, steps, num_envs, seed=0):
 def test_matches_c_cartpole_bit_for_bit():
     num_envs = 32
     ours, theirs = NumbaCartPole(num_envs=num_envs, seed=7), CartPole(num_envs=num_envs, seed=7)
-    assert assert_same_steps(ours, theirs, 2000, num_envs) > 1000  # many resets: the RNG streams agree
+    assert assert_same_steps(ours, theirs, 2000) > 1000  # many resets: the RNG streams agree
     np.testing.assert_array_equal(ours.final_observations, theirs.final_observations)
     # a reseeded reset, and a shifted env index base, reseed as C envs do
     ours.env_index_base = theirs.env_index_base = 5
-    assert_same_steps(ours, theirs, 200, num_envs, seed=123)
+    assert_same_steps(ours, theirs, 200, seed=123)
     state = ours.env_state(3)
     assert state.dtype.names == tuple(name for name, _ in STATE)
     np.testing.assert_array_equal([state["x"], state["x_dot"], state["theta"], state["theta_dot"]],
@@ -65,31 +70,55 @@ def test_truncation_and_logs_match_c():
     assert truncated > 0
 
 
+# A grid crowded enough (13 of 16 cells taken) that free cells are often found by the scan
+# after the random probes, and snakes die all the time.
+CROWDED_SNAKE = dict(width=4, height=4, num_snakes=3, num_food=10, vision=1)
+
+
+@pytest.mark.parametrize("config", [{}, CROWDED_SNAKE], ids=["default", "crowded"])
+def test_snake_matches_c_snake_bit_for_bit(config):
+    """Multi-agent: every row's observation, reward, flags, mask and final observation,
+    the logs and the picture, with deaths, meals and respawns in the same tick."""
+    ours, theirs = (cls(num_envs=8, seed=5, render_mode="ansi", **config) for cls in (numba_snake, Snake))
+    assert ours.num_agents == theirs.num_agents == 8 * (config or {"num_snakes": 4})["num_snakes"]
+    assert assert_same_steps(ours, theirs, 400, seed=5) > 50
+    assert ours.render() == theirs.render()
+    assert ours.env_state(0).num_snakes == ours.num_agents // 8  # config fields are state fields
+
+
+ENV_PAIRS = {"cartpole": (NumbaCartPole, CartPole), "snake": (numba_snake, Snake)}
+
+
+@pytest.mark.parametrize("pair", ENV_PAIRS)
 @pytest.mark.parametrize("backend, kwargs", [("serial", {}), ("threads", {"num_workers": 2}),
                                              ("processes", {"num_workers": 2})])
-def test_every_backend_matches_c(backend, kwargs):
+def test_every_backend_matches_c(pair, backend, kwargs):
     num_envs = 4 if backend == "processes" else 64
-    ours = puffercore.vector.make(NumbaCartPole, num_envs, backend=backend, seed=3, **kwargs)
-    theirs = puffercore.vector.make(CartPole, num_envs, backend=backend, seed=3, **kwargs)
+    ours, theirs = (puffercore.vector.make(cls, num_envs, backend=backend, seed=3, **kwargs)
+                    for cls in ENV_PAIRS[pair])
     try:
-        assert assert_same_steps(ours, theirs, 300, num_envs, seed=3) > 0
+        assert assert_same_steps(ours, theirs, 300, seed=3) > 0
     finally:
         ours.close()
         theirs.close()
 
 
-def test_ppo_trains_it(tmp_path):
+@pytest.mark.parametrize("pair", ENV_PAIRS)
+def test_ppo_trains_it(pair, tmp_path):
     config = ppo.PPOConfig(num_envs=8, horizon=16, minibatch_size=64, update_epochs=2, hidden_size=16,
                            total_timesteps=8 * 16 * 3, quiet=True, tensorboard=False, run_dir=str(tmp_path / "run"))
-    trainer = ppo.train(config, NumbaCartPole)
+    trainer = ppo.train(config, ENV_PAIRS[pair][0])
     assert trainer.global_step >= 8 * 16 * 3
 
 
-def test_actions_are_checked_before_step():
-    env = NumbaCartPole(num_envs=2, seed=0)
+@pytest.mark.parametrize("make", [NumbaCartPole, numba_snake])
+def test_actions_are_checked_before_step(make):
+    env = make(num_envs=2, seed=0)
     env.reset()
+    actions = np.zeros(env.num_agents, np.int32)
+    actions[-1] = env.single_action_space.n  # one past the last action, in the last row
     with pytest.raises(ValueError):
-        env.step(np.array([0, 2], dtype=np.int32))
+        env.step(actions)
 
 
 def test_compile_time_is_reported():
@@ -147,8 +176,80 @@ def test_typing_error_names_function_and_field():
         numba_env.define("Bad", state=STATE, reset=reset, step=no_return, **SPACES)
 
 
+def reset_pairs(state, agents, rng):
+    state.tick = 0
+    agents.observations[:] = 0
+
+
+def step_pairs(state, agents, rng, log):
+    """Two agents add their Box actions to their observations; agent 0 is masked out after
+    its first tick; agent 1's episode is truncated every third tick."""
+    state.tick += 1
+    for k in range(2):
+        agents.observations[k] += agents.actions[k]
+        agents.rewards[k] = k + 1
+    agents.masks[0] = state.tick < 2
+    if state.tick % 3 == 0:
+        agents.truncations[1] = True
+        agents.final_observations[1] = agents.observations[1]
+        agents.observations[1] = 0
+        log[0] += state.tick
+
+
+PAIRS = dict(state=[("tick", np.int32)], reset=reset_pairs, log_names=["ticks"], agents=2,
+             observation_space=gymnasium.spaces.Box(-9, 9, (2,), np.float32),
+             action_space=gymnasium.spaces.Box(-1, 1, (2,), np.float32))
+
+
+def test_multi_agent_rows():
+    """Per-row actions, observations, rewards, masks, final observations; the wrapper
+    clears rewards and flags before each step and counts each ended row as an episode."""
+    Pairs = numba_env.define("Pairs", step=step_pairs, **PAIRS)
+    env = Pairs(num_envs=3, seed=0)
+    assert env.num_agents == 6 and env.observations.shape == (6, 2)
+    env.reset()
+    actions = np.tile(np.array([[0.5, -0.25], [1.0, 0.5]], np.float32), (3, 1))
+    for tick in range(1, 4):
+        obs, rewards, terminals, truncations, info = env.step(actions)
+        np.testing.assert_array_equal(rewards, np.tile([1, 2], 3))
+        np.testing.assert_array_equal(env.masks, np.tile([tick < 2, True], 3))
+        assert not terminals.any() and truncations.tolist() == [False, tick == 3] * 3
+    np.testing.assert_array_equal(obs[::2], 3 * actions[::2])
+    np.testing.assert_array_equal(obs[1::2], 0)
+    np.testing.assert_array_equal(env.final_observations[1::2], 3 * actions[1::2])
+    assert info == {"episodes": 3.0, "ticks": 3.0}
+    assert not env.step(actions)[3].any()  # flags cleared in the next step
+
+
+def test_multi_agent_typing_errors_name_function_and_field():
+    def misspelt_row(state, agents, rng, log):
+        agents.reward[0] = 1.0  # Agents has `rewards`
+
+    with pytest.raises(TypeError, match=r"(?s)Bad: numba cannot compile step \(.*misspelt_row, expected "
+                                        r"step\(state, agents, rng, log\), returning nothing.*reward"):
+        numba_env.define("Bad", step=misspelt_row, **PAIRS)
+
+    def misspelt_field(state, agents, rng, log):
+        state.ticks += 1
+
+    with pytest.raises(TypeError, match=r"(?s)Bad: numba cannot compile step \(.*misspelt_field.*unknown field "
+                                        r"'ticks'; the state's fields are \['tick'\]"):
+        numba_env.define("Bad", step=misspelt_field, **PAIRS)
+
+    def single_agent_reset(state, obs, rng):
+        obs[0] = rng  # a uint64[2] array into a float32 element: numba refuses
+
+    with pytest.raises(TypeError, match=r"numba cannot compile reset \(.*single_agent_reset, expected "
+                                        r"reset\(state, agents, rng\)"):
+        numba_env.define("Bad", step=step_pairs, **PAIRS | {"reset": single_agent_reset})
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(name="not a name"), "name must be a Python identifier"),
+    (dict(agents=0), "agents must be None .* or a positive int"),
+    (dict(config={"speed": 1}), "config field 'speed' is not a state field; the state's fields are"),
+    (dict(config={"tick": "fast"}), "config field 'tick'"),
+    (dict(render="ansi"), "render must be a function"),
     (dict(state=np.float32), "state must have at least one named field"),
     (dict(state=[("board", object)]), "state must be a structured dtype|state field 'board'"),
     (dict(observation_space=gymnasium.spaces.Discrete(3)), "observation_space must be"),
@@ -163,6 +264,21 @@ def test_definition_errors_name_the_argument(change, message):
     arguments = dict(name="Bad", state=STATE, reset=reset, step=step, **SPACES) | change
     with pytest.raises((TypeError, ValueError), match=message):
         numba_env.define(arguments.pop("name"), **arguments)
+
+
+def test_config_is_set_before_the_first_reset():
+    def reset_counter(state, obs, rng):
+        obs[0] = state.start + state.tick  # start: config, never written by the env
+        state.tick = 0
+
+    def step_counter(state, action, obs, rng, log):
+        return 0.0, False, False
+
+    Counter = numba_env.define("Counter", state=[("start", np.int32), ("tick", np.int32)], reset=reset_counter,
+                               step=step_counter, config={"start": 7}, **SPACES)
+    env = Counter(num_envs=2, seed=0)
+    np.testing.assert_array_equal(env.reset()[0][:, 0], 7)
+    assert env.env_state(1).start == 7
 
 
 def test_no_ansi_render_and_closed_env():

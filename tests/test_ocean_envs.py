@@ -25,6 +25,13 @@ SINGLE_ROW = {
 }
 # Several rows per env for the multi-row tests.
 MULTI_ROW = {**SINGLE_ROW, "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 3, "num_food": 3, "vision": 2})}
+try:  # the numba port of Snake (puffercore[numba]) keeps the same contract
+    from puffercore.numba_env.snake import numba_snake
+except ImportError:
+    pass
+else:
+    SINGLE_ROW["numba_snake"] = (numba_snake, SINGLE_ROW["snake"][1])
+    MULTI_ROW["numba_snake"] = (numba_snake, MULTI_ROW["snake"][1])
 
 
 def random_actions(env, rng, steps):

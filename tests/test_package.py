@@ -29,3 +29,11 @@ def test_importing_one_part_does_not_import_the_rest(module):
            f"('gymnasium', 'torch') or m.startswith('puffercore.vector')))"
     output = subprocess.run([sys.executable, "-P", "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == "[]", output
+
+
+def test_numba_loads_only_with_numba_env():
+    """numba (slow to import, an optional extra) stays out of `import puffercore` and the
+    parts every run uses; puffercore.numba_env brings it in."""
+    code = "import sys, puffercore, puffercore.ocean, puffercore.vector, puffercore.envs; print('numba' in sys.modules)"
+    output = subprocess.run([sys.executable, "-P", "-c", code], check=True, capture_output=True, text=True).stdout
+    assert output.strip() == "False"

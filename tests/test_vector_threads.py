@@ -17,6 +17,12 @@ NATIVE_ENVS = {
     "cartpole-continuous": (CartPole, {"continuous": True}),
     "snake": (Snake, {"num_snakes": 3}),
 }
+try:  # the numba port of Snake (puffercore[numba]): envs from numba cfuncs in the same engine
+    from puffercore.numba_env.snake import numba_snake
+except ImportError:
+    pass
+else:
+    NATIVE_ENVS["numba_snake"] = (numba_snake, {"num_snakes": 4})
 
 
 def actions_for(space, env_ids, steps, rows_per_env):
@@ -88,7 +94,7 @@ def test_sync_steps_match_serial_bit_for_bit(name):
     assert len(set(results.values())) == 1
 
 
-@pytest.mark.parametrize("name", ["cartpole", "snake"])
+@pytest.mark.parametrize("name", ["cartpole", "snake", "numba_snake"])
 def test_staggered_trajectories_match_serial(name):
     creator = native_creator(name)
     with puffercore.vector.make(creator, 8) as serial:
