@@ -3,8 +3,9 @@ in one run.
 
     python bench/compare_atari.py                      # Breakout, 8 envs, 3 rounds of 3 s
     python bench/compare_atari.py --game Pong --seconds 5 --rounds 5
+    python bench/compare_atari.py --envs 32                # more envs per worker
 
-Rows (every one steps 8 envs, or 1 for the single-env rows, on random actions drawn
+Rows (every one steps --envs envs, 8 by default, or 1 for the single-env rows, on random actions drawn
 beforehand, to 84x84x4 uint8 observations with the same preprocessing):
   puffercore processes  puffercore.vector, processes backend, 2 workers, AtariEnv
   envpool               EnvPool's C++ Atari, 2 threads, the same preprocessing (if installed)
@@ -36,7 +37,7 @@ import puffercore.vector  # noqa: E402
 from puffercore.atari import AtariEnv  # noqa: E402
 
 gymnasium.register_envs(ale_py)
-NUM_ENVS, NUM_WORKERS, POOL = 8, 2, 64
+NUM_WORKERS, POOL = 2, 64
 
 
 def gymnasium_atari(game: str):
@@ -66,26 +67,26 @@ def timed(step, actions: np.ndarray, seconds: float, envs_per_step: int) -> floa
     return steps * envs_per_step / elapsed
 
 
-def make_rows(game: str):
+def make_rows(game: str, num_envs: int):
     """name -> (a started stepper taking one batch of actions, envs per call, closer)."""
     rows = {}
-    vec = puffercore.vector.make(functools.partial(AtariEnv, game), NUM_ENVS, backend="processes",
+    vec = puffercore.vector.make(functools.partial(AtariEnv, game), num_envs, backend="processes",
                                  num_workers=NUM_WORKERS, seed=0)
     vec.reset()
-    rows["puffercore processes"] = (vec.step, NUM_ENVS, vec.close)
+    rows["puffercore processes"] = (vec.step, num_envs, vec.close)
     try:
-        pool = envpool_atari(game, NUM_ENVS, NUM_WORKERS)
+        pool = envpool_atari(game, num_envs, NUM_WORKERS)
     except ImportError:
         print("envpool: not installed (pip install envpool), its row is skipped")
     else:
         pool.reset()
-        rows["envpool"] = (pool.step, NUM_ENVS, pool.close)
+        rows["envpool"] = (pool.step, num_envs, pool.close)
     for name, vector_class, creator in (("gym Async", gymnasium.vector.AsyncVectorEnv, gymnasium_atari),
                                         ("gym Sync", gymnasium.vector.SyncVectorEnv, gymnasium_atari),
                                         ("gym Async + AtariEnv", gymnasium.vector.AsyncVectorEnv, AtariEnv)):
-        gym_vec = vector_class([functools.partial(creator, game)] * NUM_ENVS)
+        gym_vec = vector_class([functools.partial(creator, game)] * num_envs)
         gym_vec.reset(seed=0)
-        rows[name] = (gym_vec.step, NUM_ENVS, gym_vec.close)
+        rows[name] = (gym_vec.step, num_envs, gym_vec.close)
     for name, creator in (("1 env: AtariEnv", AtariEnv), ("1 env: gym wrappers", gymnasium_atari)):
         env = creator(game)
         env.reset(seed=0)
@@ -104,11 +105,12 @@ def main() -> None:
     parser.add_argument("--game", default="Breakout")
     parser.add_argument("--seconds", type=float, default=3.0, help="per row per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--envs", type=int, default=8, help="envs of every vector row (CleanRL's preset: 8)")
     args = parser.parse_args()
-    if args.seconds <= 0 or args.rounds < 1:
-        parser.error("--seconds must be > 0 and --rounds >= 1")
-    actions = np.random.default_rng(0).integers(0, AtariEnv(args.game).action_space.n, (POOL, NUM_ENVS))
-    rows = make_rows(args.game)
+    if args.seconds <= 0 or args.rounds < 1 or args.envs < NUM_WORKERS or args.envs % NUM_WORKERS:
+        parser.error(f"--seconds must be > 0, --rounds >= 1, --envs a multiple of {NUM_WORKERS}")
+    actions = np.random.default_rng(0).integers(0, AtariEnv(args.game).action_space.n, (POOL, args.envs))
+    rows = make_rows(args.game, args.envs)
     try:
         for step, per_call, _ in rows.values():  # warm up: worker start, first frames
             timed(step, actions, 0.3, per_call)
