@@ -127,6 +127,12 @@ def test_area_resize_refuses_an_image_of_another_shape():
         resize(np.zeros((100, 160), np.uint8), out)
     with pytest.raises(ValueError, match="taps do not fit"):
         resize(np.zeros((210, 160), np.uint8), np.empty((80, 84), np.uint8))
+    from puffercore import _image
+
+    taps, weights = np.full((84, 3), 500, np.intp), np.ones((84, 3), np.float32)
+    with pytest.raises(ValueError, match="row taps"):
+        _image.area_resize(np.zeros((210, 160), np.uint8), np.empty((84, 84), np.uint8),
+                           taps, weights, resize.cols, resize.col_weights)
 
 
 def test_bad_arguments_are_named():

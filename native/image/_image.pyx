@@ -18,12 +18,19 @@ def area_resize(const uint8_t[:, ::1] image, uint8_t[:, ::1] out,
     """out[i, j] = rint(sum_r row_weights[i, r] * sum_c col_weights[j, c] * image[rows[i, r], cols[j, c]]).
 
     Shapes: image [H, W]; out [h, w]; rows, row_weights [h, R]; cols, col_weights [w, C];
-    every tap index in range (the caller builds the taps once and checks them)."""
+    every tap index in range (checked: ValueError otherwise)."""
     cdef Py_ssize_t height = image.shape[0], h = out.shape[0], w = out.shape[1]
     cdef Py_ssize_t row_taps = rows.shape[1], col_taps = cols.shape[1]
     if rows.shape[0] != h or cols.shape[0] != w or row_weights.shape[0] != h or col_weights.shape[0] != w \
             or row_weights.shape[1] != row_taps or col_weights.shape[1] != col_taps:
         raise ValueError(f"taps do not fit out {out.shape[0]}x{out.shape[1]}")
+    cdef Py_ssize_t tap
+    for tap in range(h * row_taps):  # a tap outside the image would read past its end
+        if not 0 <= rows[tap // row_taps, tap % row_taps] < height:
+            raise ValueError(f"row taps must index the image's {height} rows")
+    for tap in range(w * col_taps):
+        if not 0 <= cols[tap // col_taps, tap % col_taps] < image.shape[1]:
+            raise ValueError(f"column taps must index the image's {image.shape[1]} columns")
     cdef float* across = <float*>malloc(height * w * sizeof(float))
     if across == NULL:
         raise MemoryError()
