@@ -42,6 +42,30 @@ class Guess(gymnasium.Env):
         reward = float(action == self.bit)
         self.steps += 1
         return self._observe(), reward, False, self.steps >= 10, {}
+
+
+class Lives(gymnasium.Env):
+    """Atari's episodic life in small: 3 lives of 4 steps, each step scoring 5 points
+    of which the learner sees the sign; the info has the game's raw score at its end."""
+
+    observation_space = gymnasium.spaces.Box(0, 1, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        if getattr(self, "lives", 0) == 0:
+            self.lives, self.score = 3, 0.0
+        self.steps = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        self.score += 5.0
+        if self.steps < 4:
+            return np.zeros(1, np.float32), 1.0, False, False, {}
+        self.lives -= 1
+        info = {"episode_return": self.score} if self.lives == 0 else {"episode_continues": True}
+        return np.zeros(1, np.float32), 1.0, True, False, info
 '''
 
 
@@ -89,6 +113,14 @@ def test_an_env_instance_is_refused_with_what_to_pass_instead():
         envs.resolve(gymnasium.make("CartPole-v1"))
     with pytest.raises(TypeError, match="got an env instance of CartPole"):
         ppo.Trainer(CartPole(num_envs=2), PPOConfig(**SMALL))
+
+
+def test_evaluate_reports_the_games_raw_score_across_lives(tmp_path, guess_module):
+    import guess_envs
+
+    ppo.train(PPOConfig(**SMALL, backend="serial", run_dir=str(tmp_path)), guess_envs.Lives)
+    # Each game: 3 lives of 4 steps at 5 points, whose learner's rewards (1 per step) sum to 4 per life.
+    assert ppo.evaluate(str(tmp_path), episodes=2) == [60.0, 60.0]
 
 
 def test_trains_a_user_class_a_creator_and_a_vector_env(tmp_path, guess_module):

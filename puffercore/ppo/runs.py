@@ -206,13 +206,16 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
              on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None,
              video: str | None = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
-    one env (every agent row of a multi-agent env counts its own episodes), in the env's
-    own rewards (observations are normalized with the checkpoint's frozen statistics,
-    rewards never). `path`: a checkpoint file or its run directory. `env`: needed only
-    when the checkpoint could not name its env; another env than the checkpoint's is
-    refused. greedy: the most likely action (or the Gaussian mean) instead of a sample.
-    After `max_steps` env steps the episodes still running count as ended there (a
-    greedy policy may never end one, e.g. a snake circling forever).
+    one env, as the env reports them in its info -- the `episode_return` that training
+    logs: an Atari game's raw score over all its lives, not the clipped reward of one
+    life (observations are normalized with the checkpoint's frozen statistics, rewards
+    never). An env that reports no episodes gets the sum of its rewards per row, each
+    row that ends counting as one episode. `path`: a checkpoint file or its run
+    directory. `env`: needed only when the checkpoint could not name its env; another
+    env than the checkpoint's is refused. greedy: the most likely action (or the
+    Gaussian mean) instead of a sample. After `max_steps` env steps the rows still
+    running count as episodes ended there, with their reward sums (a greedy policy may
+    never end one, e.g. a snake circling forever).
     `on_step(observation, reward)` sees row 0 at each step, e.g. to render it. `video`:
     an MP4 path to record the episodes into (the `video` extra): one frame of the env's
     rgb_array render (of its env 0) per step, showing what the policy acted on; a
@@ -243,35 +246,38 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
         vec.close()
         raise
     generator = torch.Generator().manual_seed(seed)
-    returns: list[float] = []
+    reported: list[float] = []  # the episodes of the env's info (a mean repeated for each episode of a step)
+    summed: list[float] = []  # reward sums of the rows that ended, for an env that reports none
     try:
         obs, _ = vec.reset(seed=seed)
         episode_returns = np.zeros(vec.num_agents)
         recurrent = policy.initial_state(vec.num_agents, "cpu")
         for _ in range(max_steps):
-            if len(returns) >= episodes:
+            if len(reported) >= episodes:
                 break
             if recorder is not None:
                 recorder.capture(vec)
             live = vec.masks.copy()
             out = policy(torch.as_tensor(obs), recurrent)
             actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
-            obs, rewards, terminals, truncations, _ = vec.step(policy.head.to_env(actions))
+            obs, rewards, terminals, truncations, info = vec.step(policy.head.to_env(actions))
             done = (terminals | truncations) & live
             episode_returns += rewards * live
             if on_step is not None:
                 on_step(vec.final_observations[0] if done[0] else obs[0], float(rewards[0]))
-            returns += episode_returns[done].tolist()
+            if "episode_return" in info:
+                reported += [float(info["episode_return"])] * round(info["episodes"])
+            summed += episode_returns[done].tolist()
             episode_returns[done] = 0.0
             recurrent = None if out.state is None else tuple(
                 part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
         else:
-            returns += episode_returns[vec.masks].tolist()
+            (reported if reported else summed).extend(episode_returns[vec.masks].tolist())
     finally:
         vec.close()
         if recorder is not None:
             recorder.close()
-    return returns[:episodes]
+    return (reported if reported else summed)[:episodes]
 
 
 def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:
