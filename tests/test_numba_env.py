@@ -3,6 +3,7 @@ same config, seed and actions, identical transitions -- on every backend, PPO on
 and the errors a definition gets."""
 
 import os
+import subprocess
 import sys
 
 import gymnasium
@@ -84,6 +85,37 @@ def test_snake_matches_c_snake_bit_for_bit(config):
     assert assert_same_steps(ours, theirs, 400, seed=5) > 50
     assert ours.render() == theirs.render()
     assert ours.env_state(0).num_snakes == ours.num_agents // 8  # config fields are state fields
+
+
+def check_snake_configs(runs):
+    """Snake configs against the C Snake, in a fresh interpreter (the test below): each
+    of `runs` is "config=fresh" (compiled here) or "config=cached" (loaded from numba's cache)."""
+    from puffercore.numba_env.compiler import compiled
+    from puffercore.numba_env.snake import snake_class
+
+    configs = {"default": {}, "crowded": CROWDED_SNAKE}
+    for run in runs:
+        name, origin = run.split("=")
+        ours, theirs = (cls(num_envs=4, seed=5, **configs[name]) for cls in (numba_snake, Snake))
+        assert assert_same_steps(ours, theirs, 200, seed=5) > 0, run
+        hits = [cfunc.cache_hits for cfunc in compiled(snake_class(**configs[name])).cfuncs]
+        assert hits == ([1, 1] if origin == "cached" else [0, 0]), (run, hits)
+
+
+def test_configs_cached_by_two_processes_run_side_by_side(tmp_path):
+    """The cache path of two configs (two state layouts) made by different processes:
+    one process caches a config; another compiles a second and loads the first; a third
+    loads both. Each must come from where expected and match the C Snake (numba names
+    functions typed on a record after a per-process counter, which is why numba_env.jit
+    inlines helpers: no such name may be shared by two cached configs)."""
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from test_numba_env import check_snake_configs; "
+              "check_snake_configs(sys.argv[2:])")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for runs in (["default=fresh"], ["crowded=fresh", "default=cached"], ["crowded=cached", "default=cached"]):
+        result = subprocess.run([sys.executable, "-c", script, tests, *runs], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{runs}:\n{result.stderr[-3000:]}"
 
 
 ENV_PAIRS = {"cartpole": (NumbaCartPole, CartPole), "snake": (numba_snake, Snake)}
