@@ -8,7 +8,9 @@ in one run.
 Rows (every one steps --envs envs, 8 by default, or 1 for the single-env rows, on random actions drawn
 beforehand, to 84x84x4 uint8 observations with the same preprocessing):
   puffercore processes  puffercore.vector, processes backend, 2 workers, AtariEnv
+  puffercore staggered  the same, batches of half the envs (recv whichever half is ready, send)
   envpool               EnvPool's C++ Atari, 2 threads, the same preprocessing (if installed)
+  envpool async         the same, batches of half the envs (EnvPool's async mode)
   gym Async             gymnasium AsyncVectorEnv, AtariPreprocessing + FrameStackObservation
   gym Sync              gymnasium SyncVectorEnv, the same wrappers
   gym Async + AtariEnv  AsyncVectorEnv of AtariEnv: the env's share apart from the vector's
@@ -47,12 +49,13 @@ def gymnasium_atari(game: str):
     return gymnasium.wrappers.FrameStackObservation(env, 4)
 
 
-def envpool_atari(game: str, num_envs: int, num_threads: int):
+def envpool_atari(game: str, num_envs: int, num_threads: int, batch_size: int | None = None):
     """EnvPool's Atari with the preprocessing of AtariEnv: its defaults differ on episodic
     life and reward clipping (off), so both are set, and the rest is spelled out."""
     import envpool
 
-    return envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, num_threads=num_threads,
+    return envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, batch_size=batch_size or num_envs,
+                        num_threads=num_threads,
                         noop_max=30, frame_skip=4, img_height=84, img_width=84, stack_num=4, gray_scale=True,
                         episodic_life=True, use_fire_reset=True, reward_clip=True, repeat_action_probability=0.0,
                         max_episode_steps=27_000, seed=0)
@@ -70,17 +73,25 @@ def timed(step, actions: np.ndarray, seconds: float, envs_per_step: int) -> floa
 def make_rows(game: str, num_envs: int):
     """name -> (a started stepper taking one batch of actions, envs per call, closer)."""
     rows = {}
+    half = num_envs // 2
     vec = puffercore.vector.make(functools.partial(AtariEnv, game), num_envs, backend="processes",
                                  num_workers=NUM_WORKERS, seed=0)
     vec.reset()
     rows["puffercore processes"] = (vec.step, num_envs, vec.close)
+    staggered = puffercore.vector.make(functools.partial(AtariEnv, game), num_envs, backend="processes",
+                                       num_workers=NUM_WORKERS, batch_size=half, seed=0)
+    staggered.async_reset()
+    rows["puffercore staggered"] = (functools.partial(_recv_send, staggered), half, staggered.close)
     try:
         pool = envpool_atari(game, num_envs, NUM_WORKERS)
+        async_pool = envpool_atari(game, num_envs, NUM_WORKERS, batch_size=half)
     except ImportError:
-        print("envpool: not installed (pip install envpool), its row is skipped")
+        print("envpool: not installed (pip install envpool), its rows are skipped")
     else:
         pool.reset()
         rows["envpool"] = (pool.step, num_envs, pool.close)
+        async_pool.async_reset()
+        rows["envpool async"] = (functools.partial(_envpool_recv_send, async_pool), half, async_pool.close)
     for name, vector_class, creator in (("gym Async", gymnasium.vector.AsyncVectorEnv, gymnasium_atari),
                                         ("gym Sync", gymnasium.vector.SyncVectorEnv, gymnasium_atari),
                                         ("gym Async + AtariEnv", gymnasium.vector.AsyncVectorEnv, AtariEnv)):
@@ -92,6 +103,16 @@ def make_rows(game: str, num_envs: int):
         env.reset(seed=0)
         rows[name] = (functools.partial(_step_single, env), 1, env.close)
     return rows
+
+
+def _recv_send(vec, actions) -> None:
+    vec.recv()
+    vec.send(actions[: vec.batch_size])
+
+
+def _envpool_recv_send(pool, actions) -> None:
+    info = pool.recv()[-1]
+    pool.send(actions[: len(info["env_id"])], info["env_id"])
 
 
 def _step_single(env, action) -> None:
@@ -129,6 +150,7 @@ def main() -> None:
     ours = median["puffercore processes"]
     if "envpool" in median:
         print(f"puffercore processes / envpool:   {ours / median['envpool']:.2f}x")
+        print(f"puffercore staggered / envpool async: {median['puffercore staggered'] / median['envpool async']:.2f}x")
     print(f"puffercore processes / gym Async: {ours / median['gym Async']:.2f}x")
     print(f"puffercore processes / gym Sync:  {ours / median['gym Sync']:.2f}x")
     print(f"1 env, AtariEnv / gym wrappers:   {median['1 env: AtariEnv'] / median['1 env: gym wrappers']:.2f}x")

@@ -7,9 +7,13 @@ input pixels in tap order, rounded half to even. That order and precision are Op
 INTER_AREA, so the bytes equal cv2.resize's (the build keeps the compiler from fusing
 the multiply-adds, which would change the last bit of some sums)."""
 
-from libc.math cimport rintf
 from libc.stdlib cimport free, malloc
 from numpy cimport float32_t, intp_t, uint8_t
+
+# 1.5 * 2**23: a float32 sum x in [0, 2**22) plus this has no fraction bits left, so the
+# addition rounds x to an integer, to the nearest with ties to even (IEEE's default
+# rounding, as rintf and OpenCV's cvRound), and subtracting it back is exact.
+cdef float ROUNDING = 12582912.0
 
 
 def area_resize(const uint8_t[:, ::1] image, uint8_t[:, ::1] out,
@@ -31,22 +35,42 @@ def area_resize(const uint8_t[:, ::1] image, uint8_t[:, ::1] out,
     for tap in range(w * col_taps):
         if not 0 <= cols[tap // col_taps, tap % col_taps] < image.shape[1]:
             raise ValueError(f"column taps must index the image's {image.shape[1]} columns")
-    cdef float* across = <float*>malloc(height * w * sizeof(float))
+    # Two passes over raw pointers, each output a float32 sum in tap order (OpenCV's):
+    # across: per row, the column taps of each output column (gathers of the row, made
+    # float once); down: per output row, tap k of every column at a time, so the inner
+    # loop runs over contiguous columns and the compiler vectorizes it.
+    cdef Py_ssize_t width = image.shape[1]
+    cdef float* across = <float*>malloc((height * w + width + w) * sizeof(float))
     if across == NULL:
         raise MemoryError()
+    cdef float* pixels = across + height * w  # one image row as floats
+    cdef float* total = pixels + width  # one output row's sums
+    cdef const uint8_t* source = &image[0, 0]
+    cdef const intp_t* col_index = &cols[0, 0]
+    cdef const float32_t* col_weight = &col_weights[0, 0]
     cdef Py_ssize_t y, i, j, k
-    cdef float total
+    cdef float sum_, weight
+    cdef const float* tap_row
+    cdef uint8_t* out_row
     with nogil:
         for y in range(height):
+            for j in range(width):
+                pixels[j] = source[y * width + j]
             for j in range(w):
-                total = image[y, cols[j, 0]] * col_weights[j, 0]
+                tap = j * col_taps
+                sum_ = pixels[col_index[tap]] * col_weight[tap]
                 for k in range(1, col_taps):
-                    total = total + image[y, cols[j, k]] * col_weights[j, k]
-                across[y * w + j] = total
+                    sum_ = sum_ + pixels[col_index[tap + k]] * col_weight[tap + k]
+                across[y * w + j] = sum_
         for i in range(h):
+            out_row = &out[i, 0]
+            tap_row, weight = across + rows[i, 0] * w, row_weights[i, 0]
             for j in range(w):
-                total = across[rows[i, 0] * w + j] * row_weights[i, 0]
-                for k in range(1, row_taps):
-                    total = total + across[rows[i, k] * w + j] * row_weights[i, k]
-                out[i, j] = <uint8_t>rintf(total)
+                total[j] = tap_row[j] * weight
+            for k in range(1, row_taps):
+                tap_row, weight = across + rows[i, k] * w, row_weights[i, k]
+                for j in range(w):
+                    total[j] = total[j] + tap_row[j] * weight
+            for j in range(w):  # to the nearest, ties to even (as rintf), in float arithmetic: vectorizes
+                out_row[j] = <uint8_t>(<int>((total[j] + ROUNDING) - ROUNDING))
     free(across)
