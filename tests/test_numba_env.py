@@ -113,7 +113,8 @@ def test_configs_cached_by_two_processes_run_side_by_side(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     tests = os.path.dirname(os.path.abspath(__file__))
     for runs in (["default=fresh"], ["crowded=fresh", "default=cached"], ["crowded=cached", "default=cached"]):
-        result = subprocess.run([sys.executable, "-c", script, tests, *runs], env=env,
+        # cwd: not the checkout, whose puffercore/ (no built extensions) would shadow the installed one
+        result = subprocess.run([sys.executable, "-c", script, tests, *runs], env=env, cwd=tmp_path,
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, f"{runs}:\n{result.stderr[-3000:]}"
 
