@@ -16,6 +16,7 @@ beforehand, to 84x84x4 uint8 observations with the same preprocessing):
   gym Async + AtariEnv  AsyncVectorEnv of AtariEnv: the env's share apart from the vector's
   1 env: AtariEnv       one AtariEnv in this process
   1 env: gym wrappers   one AtariPreprocessing + FrameStackObservation in this process
+and, last, the 84x84 frame resize alone: AtariEnv's C kernel against cv2's INTER_AREA.
 Rows are measured in alternating rounds; the table shows each row's median, then the
 ratios. Needs ale-py and, for gymnasium's AtariPreprocessing, opencv-python(-headless);
 the EnvPool row needs `pip install envpool`.
@@ -115,6 +116,25 @@ def _envpool_recv_send(pool, actions) -> None:
     pool.send(actions[: len(info["env_id"])], info["env_id"])
 
 
+def resize_micros(repeats: int = 2000) -> tuple[float, float]:
+    """Microseconds per 210x160 -> 84x84 frame: AtariEnv's C area resize and cv2's
+    INTER_AREA (what gymnasium's AtariPreprocessing calls), on the same random frame."""
+    import cv2
+
+    from puffercore.atari import AreaResize
+
+    frame = np.random.default_rng(0).integers(0, 256, (210, 160), dtype=np.uint8)
+    out, resize = np.empty((84, 84), np.uint8), AreaResize((210, 160), (84, 84))
+    timings = []
+    for run in (lambda: resize(frame, out), lambda: cv2.resize(frame, (84, 84), interpolation=cv2.INTER_AREA)):
+        run()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        timings.append((time.perf_counter() - start) / repeats * 1e6)
+    return timings[0], timings[1]
+
+
 def _step_single(env, action) -> None:
     _, _, terminal, truncation, _ = env.step(int(action[0]))
     if terminal or truncation:
@@ -154,6 +174,8 @@ def main() -> None:
     print(f"puffercore processes / gym Async: {ours / median['gym Async']:.2f}x")
     print(f"puffercore processes / gym Sync:  {ours / median['gym Sync']:.2f}x")
     print(f"1 env, AtariEnv / gym wrappers:   {median['1 env: AtariEnv'] / median['1 env: gym wrappers']:.2f}x")
+    ours_us, cv2_us = resize_micros()
+    print(f"84x84 resize: puffercore {ours_us:.1f} us, cv2 INTER_AREA {cv2_us:.1f} us per frame ({cv2_us / ours_us:.2f}x)")
 
 
 if __name__ == "__main__":
