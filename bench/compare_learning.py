@@ -2,7 +2,7 @@
 the gymnasium tasks users try first, same env-step budgets, several seeds.
 
     python bench/compare_learning.py                          # all tasks, 3 seeds, both sides
-    python bench/compare_learning.py --tasks CartPole-v1 --seeds 1 --only puffercore
+    python bench/compare_learning.py --tasks CartPole-v1 --seeds 1 --sides puffercore
 
 puffercore runs `puffercore train <id>` as a user would: `PPOConfig()` defaults (CleanRL's
 ppo.py settings: 8 envs x 128 steps, 4 epochs, lr 2.5e-4 annealed, separate actor and
@@ -111,7 +111,50 @@ def run_sb3(task: str, seed: int, steps: int, hyperparameters: dict) -> dict:
             "steps": model.num_timesteps, "curve": curve, "settings": "rl-zoo hyperparameters"}
 
 
-RUNNERS = {"puffercore": run_puffercore, "sb3": run_sb3}
+# rl-zoo hyperparameters and the PPOConfig fields that mean the same (run_sb3 reads them).
+RL_ZOO_NAMES = dict(n_envs="num_envs", n_steps="horizon", batch_size="minibatch_size", n_epochs="update_epochs",
+                    gamma="gamma", gae_lambda="gae_lambda", ent_coef="ent_coef", vf_coef="vf_coef",
+                    max_grad_norm="max_grad_norm", clip_range="clip_coef", learning_rate="learning_rate")
+
+
+def rl_zoo_overrides(hyperparameters: dict) -> dict:
+    """rl-zoo's PPO `hyperparameters` as PPOConfig overrides, so that puffercore runs the
+    settings stable-baselines3 runs: SB3's value loss is unclipped and its learning rate
+    constant unless given as ("linear", start); VecNormalize is puffercore's norm_obs and
+    norm_reward. ValueError naming a setting puffercore has no counterpart for."""
+    settings, policy = dict(hyperparameters), dict(hyperparameters.get("policy_kwargs", {}))
+    overrides = dict(backend="serial", clip_vloss=False, anneal_lr=False, norm_obs=bool(settings.pop("normalize", False)))
+    overrides["norm_reward"] = overrides["norm_obs"]
+    settings.pop("policy_kwargs", None)
+    for name, value in settings.items():
+        if name not in RL_ZOO_NAMES:
+            raise ValueError(f"rl-zoo setting {name}={value!r} has no PPOConfig counterpart")
+        if isinstance(value, tuple):  # ("linear", start)
+            if name != "learning_rate":
+                raise ValueError(f"rl-zoo setting {name}={value!r}: puffercore anneals only the learning rate")
+            value, overrides["anneal_lr"] = value[1], True
+        overrides[RL_ZOO_NAMES[name]] = value
+    widths = policy.pop("net_arch", dict(pi=[64, 64], vf=[64, 64]))
+    if widths["pi"] != widths["vf"] or len(set(widths["pi"])) != 1:
+        raise ValueError(f"rl-zoo net_arch={widths!r}: puffercore's actor and critic are MLPs of one width")
+    overrides.update(hidden_size=widths["pi"][0], num_layers=len(widths["pi"]),
+                     activation=policy.pop("activation_fn", "Tanh").lower(),
+                     log_std_init=float(policy.pop("log_std_init", 0.0)), ortho_init=policy.pop("ortho_init", True))
+    if policy:
+        raise ValueError(f"rl-zoo policy_kwargs {sorted(policy)} have no PPOConfig counterpart")
+    return overrides
+
+
+def run_puffercore_rl_zoo(task: str, seed: int, steps: int, hyperparameters: dict) -> dict:
+    """puffercore with stable-baselines3's `hyperparameters` (rl_zoo_overrides): the two
+    implementations on the same settings."""
+    result = run_puffercore(task, seed, steps, rl_zoo_overrides(hyperparameters))
+    return {**result, "settings": "rl-zoo hyperparameters, as SB3"}
+
+
+# Each side and the Task field its runner takes.
+RUNNERS = {"puffercore": (run_puffercore, "puffercore"), "puffercore-rl-zoo": (run_puffercore_rl_zoo, "sb3"),
+           "sb3": (run_sb3, "sb3")}
 
 
 def _in_subprocess(script: str, side: str, task: str, seed: int, steps: int) -> dict:
@@ -139,7 +182,7 @@ def _plot(results: dict, path: str) -> None:
     tasks = list(results)
     figure, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
     for axis, task in zip(axes[0], tasks):
-        for side, color in (("puffercore", "tab:blue"), ("sb3", "tab:orange")):
+        for side, color in (("puffercore", "tab:blue"), ("puffercore-rl-zoo", "tab:green"), ("sb3", "tab:orange")):
             for index, run in enumerate(results[task].get(side, [])):
                 if run["curve"]:
                     steps, returns = zip(*run["curve"])
@@ -154,25 +197,27 @@ def _plot(results: dict, path: str) -> None:
 
 
 def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str, str]], seeds: int,
-            png: str, description: str) -> None:
+            png: str, description: str, sides: tuple[str, ...] = ("puffercore", "sb3")) -> None:
     """The command line of a comparison script (this one, compare_mujoco.py): every run
-    of `tasks` in its own subprocess of `script`, a line per run and per task (the
-    final returns next to `reference`: its label and a text per task), the curves in a
-    PNG."""
+    of `tasks` by each of `sides` (by default) in its own subprocess of `script`, a line
+    per run and per task (the final returns next to `reference`: its label and a text
+    per task), the curves in a PNG."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--tasks", nargs="+", choices=sorted(tasks), default=list(tasks))
     parser.add_argument("--seeds", type=int, default=seeds, help=f"seeds 1..N per task and side (default {seeds})")
-    parser.add_argument("--only", choices=sorted(RUNNERS), help="one side only")
+    parser.add_argument("--sides", nargs="+", choices=sorted(RUNNERS), default=list(sides),
+                        help=f"which sides run (default {' '.join(sides)})")
     parser.add_argument("--steps", type=int, default=0, help="override every task's budget (for a quick look)")
     parser.add_argument("--png", default=png, help=f"learning curves (default {png})")
     parser.add_argument("--one", nargs=4, metavar=("SIDE", "TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         side, task, seed, steps = args.one
-        print(json.dumps(RUNNERS[side](task, int(seed), int(steps), getattr(tasks[task], side))))
+        runner, field = RUNNERS[side]
+        print(json.dumps(runner(task, int(seed), int(steps), getattr(tasks[task], field))))
         return
 
-    sides = [args.only] if args.only else list(RUNNERS)
+    sides = args.sides
     label, references = reference
     print(f"final return = mean of the last {WINDOW} episodes at the end of the budget; seeds 1..{args.seeds}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
@@ -185,18 +230,19 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
             runs = results[task][side]
             for seed in range(1, args.seeds + 1):
                 runs.append(_in_subprocess(script, side, task, seed, steps))
-                print(f"{task:<14} {side:>10} seed {seed}: final return {_shown(runs[-1]['final'])} after "
+                print(f"{task:<14} {side:>17} seed {seed}: final return {_shown(runs[-1]['final'])} after "
                       f"{runs[-1]['steps']:,} steps, {runs[-1]['seconds']:.1f} s", flush=True)
             finals = [run["final"] for run in runs if run["final"] is not None]
             mean, std = _mean_std(finals) if finals else (None, None)
             seconds = sum(run["seconds"] for run in runs) / len(runs)
             summary[side] = (mean, seconds)
-            print(f"{task:<14} {steps:>9,} steps  {side:>10}: {_shown(mean)} +- {_shown(std)}  "
+            print(f"{task:<14} {steps:>9,} steps  {side:>17}: {_shown(mean)} +- {_shown(std)}  "
                   f"(seeds: {', '.join(_shown(run['final']) for run in runs)}), {seconds:6.1f} s per run "
                   f"[{runs[0]['settings']}]", flush=True)
         comparison = ["final return " + " vs ".join(f"{side} {_shown(summary[side][0])}" for side in sides)]
-        if len(sides) == 2:
-            comparison.insert(0, f"wall time sb3/puffercore {summary['sb3'][1] / summary['puffercore'][1]:.1f}x")
+        if "sb3" in sides:
+            comparison[:0] = [f"wall time sb3/{side} {summary['sb3'][1] / summary[side][1]:.2f}x"
+                              for side in sides if side != "sb3"]
         if task in references:
             comparison.append(f"{label} {references[task]}")
         print(f"{task:<14} " + "; ".join(comparison), flush=True)

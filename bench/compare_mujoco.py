@@ -1,16 +1,18 @@
-"""PPO on MuJoCo: puffercore's MuJoCo preset vs stable-baselines3 (rl-zoo's tuned
-hyperparameters) on HalfCheetah-v5 and Hopper-v5, 1M env steps, 2 seeds, next to the
-PPO paper's results at 1M steps.
+"""PPO on MuJoCo: puffercore's MuJoCo preset, puffercore with rl-zoo's tuned
+hyperparameters and stable-baselines3 with the same, on HalfCheetah-v5 and Hopper-v5,
+1M env steps, 2 seeds, next to the PPO paper's results at 1M steps.
 
-    python bench/compare_mujoco.py                             # both tasks, 2 seeds, both sides: hours
-    python bench/compare_mujoco.py --tasks Hopper-v5 --seeds 1 --only puffercore
+    python bench/compare_mujoco.py                             # both tasks, 2 seeds, 3 sides: hours
+    python bench/compare_mujoco.py --tasks Hopper-v5 --seeds 1 --sides puffercore
     python bench/compare_mujoco.py --steps 5000                # a quick check that everything runs
 
 Needs `pip install "puffercore[mujoco,bench]"`. puffercore runs `puffercore train
 HalfCheetah-v5` as a user would: the MuJoCo preset (CleanRL's ppo_continuous_action
 settings: 1 env x 2048 steps, 10 epochs of 64-sample minibatches, lr 3e-4 annealed,
 observation and reward normalization). stable-baselines3 runs rl-zoo's hyperparameters
-for HalfCheetah-v4 and Hopper-v4 (the v5 tasks have the same dynamics and rewards).
+for HalfCheetah-v4 and Hopper-v4 (the v5 tasks have the same dynamics and rewards), and
+so does the side "puffercore-rl-zoo" (compare_learning.rl_zoo_overrides: the same
+settings as PPOConfig flags), which compares the two implementations on equal terms.
 Each run is its own subprocess; reported per run and per task: the final return (mean of
 the last 20 episodes at the end of the budget) and the wall time, as in
 compare_learning.py, whose runners and report this script shares. The reference is the
@@ -43,4 +45,4 @@ PPO_PAPER = ("PPO paper at 1M steps (Schulman et al. 2017, fig. 3)", {"HalfCheet
 
 if __name__ == "__main__":
     compare(os.path.abspath(__file__), TASKS, PPO_PAPER, seeds=2, png="compare_mujoco.png",
-            description=__doc__.split("\n\n")[0])
+            description=__doc__.split("\n\n")[0], sides=("puffercore", "puffercore-rl-zoo", "sb3"))

@@ -19,13 +19,14 @@ the shared trunk: its critic needs the LSTM's memory.
 Initialisation follows the PPO implementation details (Huang et al. 2022): orthogonal
 weights with the gain of the hidden activation (torch's `calculate_gain`; sqrt(2) for
 GELU), 0.01 for the policy head (near-uniform first actions), 1.0 for the value head,
-zero biases. The Nature CNN (Mnih et al. 2015, as in CleanRL's ppo_atari) is conv 32x8
-stride 4, 64x4 s2, 64x3 s1, linear 512, ReLUs, orthogonal sqrt(2); images stay uint8
-in the rollout and become floats in [0, 1] only inside `forward`, on the device, one
-minibatch at a time (float rollouts of 84x84x4 frames would take 4x the memory).
-Distributions are written out by
-hand so that sampling takes a `torch.Generator`: the trainer's random stream is then
-one named, checkpointable generator instead of torch's global state.
+zero biases; `ortho_init=False` keeps torch's default init of the linear and conv layers
+instead (SB3's ortho_init=False). The Nature CNN (Mnih et al. 2015, as in CleanRL's
+ppo_atari) is conv 32x8 stride 4, 64x4 s2, 64x3 s1, linear 512, ReLUs, orthogonal
+sqrt(2); images stay uint8 in the rollout and become floats in [0, 1] only inside
+`forward`, on the device, one minibatch at a time (float rollouts of 84x84x4 frames
+would take 4x the memory). Distributions are written out by hand so that sampling takes
+a `torch.Generator`: the trainer's random stream is then one named, checkpointable
+generator instead of torch's global state.
 """
 
 from __future__ import annotations
@@ -191,6 +192,8 @@ class Policy(nn.Module):
         forget_bias: float = 0.0,
         shared_trunk: bool | None = None,
         encoder: str = "auto",
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
     ):
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -242,7 +245,13 @@ class Policy(nn.Module):
         head_input = hidden_size if lstm else features_size
         self.actor = layer_init(nn.Linear(head_input, self.head.size), 0.01)
         self.critic = layer_init(nn.Linear(head_input, 1), 1.0)
-        self.log_std = nn.Parameter(torch.zeros(self.head.size)) if self.head.is_continuous else None
+        if not ortho_init:  # torch's default init, as SB3's ortho_init=False (the LSTM stays orthogonal)
+            for layer in self.modules():
+                if isinstance(layer, (nn.Linear, nn.Conv2d)):
+                    layer.reset_parameters()
+        # State-independent log std of Box actions; 0 (std 1) as CleanRL, or lower for
+        # less exploration noise at the start (rl-zoo's MuJoCo settings use -2).
+        self.log_std = nn.Parameter(torch.full((self.head.size,), float(log_std_init))) if self.head.is_continuous else None
 
     @property
     def hidden_size(self) -> int:

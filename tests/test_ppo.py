@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import types
 
 import gymnasium
 import numpy as np
@@ -19,7 +20,7 @@ from puffercore import checkpoint, logger, ppo, run, seeding
 from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.__main__ import main
 from puffercore.models import ActionHead, Policy
-from puffercore.ppo import PPOConfig
+from puffercore.ppo import PPOConfig, make_policy
 
 
 def small_config(**overrides) -> PPOConfig:
@@ -101,6 +102,32 @@ def test_policy_initialisation_gains(activation, gain):
     recurrent = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=8, lstm=True, forget_bias=1.0)
     assert recurrent.lstm.bias_ih[8:16].eq(1.0).all() and recurrent.lstm.bias_ih[:8].eq(0).all()
     assert recurrent.critic_encoder is None  # the critic reads the LSTM state
+
+def test_policy_sb3_style_initialisation():
+    """ortho_init=False keeps torch's default init (SB3's ortho_init=False: uniform within
+    1/sqrt(fan_in), biases too, no 0.01 policy head); log_std_init sets the starting std."""
+    torch.manual_seed(0)
+    policy = Policy(spaces.Box(-1, 1, (17,), np.float32), spaces.Box(-1, 1, (6,), np.float32), hidden_size=256,
+                    activation="relu", ortho_init=False, log_std_init=-2.0)
+    for layer in (policy.encoder[0], policy.encoder[2], policy.critic_encoder[0], policy.actor, policy.critic):
+        bound = layer.in_features ** -0.5
+        weight, bias = layer.weight.detach(), layer.bias.detach()
+        assert float(weight.abs().max()) <= bound and 0 < float(bias.abs().max()) <= bound
+        # Uniform on [-bound, bound] has std bound / sqrt(3).
+        assert float(weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.1)
+    torch.testing.assert_close(policy.log_std.detach(), torch.full((6,), -2.0))
+    with torch.no_grad():
+        out = policy(torch.zeros(20_000, 17))
+        actions, _ = policy.sample(out, torch.Generator().manual_seed(1))
+    assert float((actions - out.params).std()) == pytest.approx(np.exp(-2.0), rel=0.02)
+    # The config's flags reach the policy the trainer builds.
+    spaces_only = types.SimpleNamespace(single_observation_space=spaces.Box(-1, 1, (17,), np.float32),
+                                        single_action_space=spaces.Box(-1, 1, (6,), np.float32))
+    built = make_policy(spaces_only, PPOConfig(log_std_init=-1.5, ortho_init=False))
+    assert built.log_std.eq(-1.5).all() and float(built.actor.bias.detach().abs().max()) > 0
+    with pytest.raises(ValueError, match="log_std_init"):
+        PPOConfig(log_std_init=float("nan")).validate()
+
 
 
 def test_separate_critic_keeps_the_value_loss_out_of_the_actor():

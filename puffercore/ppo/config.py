@@ -71,6 +71,8 @@ class PPOConfig:
     shared_trunk: bool = _option(False, "policy", "one MLP trunk for actor and critic instead of two (always with lstm)")
     lstm: bool = _option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
     forget_bias: float = _option(1.0, "policy", "initial LSTM forget-gate bias")
+    log_std_init: float = _option(0.0, "policy", "initial log std of the Gaussian for Box actions (SB3's log_std_init)")
+    ortho_init: bool = _option(True, "policy", "orthogonal init (CleanRL); false: torch's default init (SB3's ortho_init)")
 
     @classmethod
     def for_env(cls, env: Any, **overrides) -> "PPOConfig":
@@ -107,6 +109,7 @@ class PPOConfig:
             require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
         for name in ("learning_rate", "clip_coef", "max_grad_norm", "clip_obs", "clip_reward"):
             require(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "a positive number")
+        require(math.isfinite(self.log_std_init), "log_std_init", "a finite number")
         for name in ("ent_coef", "vf_coef", "target_kl", "prio_alpha", "log_interval"):
             require(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "a non-negative number")
         require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",

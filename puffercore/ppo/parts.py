@@ -42,4 +42,5 @@ def make_policy(vec, config: PPOConfig) -> Policy:
     """The policy `config` describes for the spaces (and observation tree) of `vec`."""
     return Policy(vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None),
                   hidden_size=config.hidden_size, num_layers=config.num_layers, activation=config.activation,
-                  lstm=config.lstm, forget_bias=config.forget_bias, shared_trunk=config.shared_trunk or config.lstm)
+                  lstm=config.lstm, forget_bias=config.forget_bias, shared_trunk=config.shared_trunk or config.lstm,
+                  log_std_init=config.log_std_init, ortho_init=config.ortho_init)
