@@ -117,7 +117,8 @@ class BatchSlots:
 
     def __init__(self, rollout: RolloutBuffer, rows: slice | np.ndarray):
         self.rollout, self.rows = rollout, rows
-        self.index = rows if isinstance(rows, slice) else torch.as_tensor(rows, device=rollout.device)
+        # A copy: the batch's row ids can be a read-only view, which torch won't wrap.
+        self.index = rows if isinstance(rows, slice) else torch.tensor(rows, device=rollout.device)
         self.row_ids = np.arange(rollout.rows)[rows]
         self.position = position = rollout.position[rows]
         self.same_slot = bool(position[0] == position[-1] and (position == position[0]).all())

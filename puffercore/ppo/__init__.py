@@ -15,8 +15,8 @@ objective), `trainer` (the algorithm: collection, GAE, the update; its storage i
 from puffercore.ppo.config import PPOConfig, PRESETS
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.runs import RESUMABLE_FIELDS, evaluate, resumed_config, saved_env_spec, summary, train
-from puffercore.ppo.parts import make_policy, make_vector
+from puffercore.ppo.parts import make_optimizer, make_policy, make_vector
 from puffercore.ppo.trainer import SEED_NAMES, Trainer
 
-__all__ = ["PPOConfig", "PRESETS", "RESUMABLE_FIELDS", "SEED_NAMES", "Trainer", "evaluate", "make_policy",
-           "make_vector", "ppo_loss", "resumed_config", "saved_env_spec", "summary", "train"]
+__all__ = ["PPOConfig", "PRESETS", "RESUMABLE_FIELDS", "SEED_NAMES", "Trainer", "evaluate", "make_optimizer",
+           "make_policy", "make_vector", "ppo_loss", "resumed_config", "saved_env_spec", "summary", "train"]

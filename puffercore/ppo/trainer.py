@@ -27,7 +27,7 @@ from puffercore.distributed import Group
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
-from puffercore.ppo.parts import free_cores, make_policy, make_vector, transformed
+from puffercore.ppo.parts import free_cores, make_optimizer, make_policy, make_vector, transformed
 from puffercore.ppo.popart import PopArt
 from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.seeding import derive_seed, named_seeds
@@ -68,7 +68,7 @@ class Trainer:
         # shrink the actor's to nothing under one global norm.
         self.parameter_groups = self.policy.parameter_groups()
         self.popart = PopArt(self.policy.critic) if config.value_norm else None
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5)
+        self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device)
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 
