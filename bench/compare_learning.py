@@ -19,6 +19,7 @@ thread: for these small MLPs that is each library's fastest setting on a small m
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -208,6 +209,8 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
     parser.add_argument("--sides", nargs="+", choices=sorted(RUNNERS), default=list(sides),
                         help=f"which sides run (default {' '.join(sides)})")
     parser.add_argument("--steps", type=int, default=0, help="override every task's budget (for a quick look)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once, each its own process (wall times then count the shared machine)")
     parser.add_argument("--png", default=png, help=f"learning curves (default {png})")
     parser.add_argument("--one", nargs=4, metavar=("SIDE", "TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -217,21 +220,30 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
         print(json.dumps(runner(task, int(seed), int(steps), getattr(tasks[task], field))))
         return
 
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     sides = args.sides
     label, references = reference
     print(f"final return = mean of the last {WINDOW} episodes at the end of the budget; seeds 1..{args.seeds}; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+          f"{os.cpu_count()} CPUs, {args.jobs} run(s) at once, load average {os.getloadavg()[0]:.1f}")
     results: dict = {}
     for task in args.tasks:
         steps = args.steps or tasks[task].steps
-        results[task] = {side: [] for side in sides}
+        results[task] = {side: {} for side in sides}
+
+        def run_one(side: str, seed: int) -> None:
+            outcome = results[task][side][seed] = _in_subprocess(script, side, task, seed, steps)
+            print(f"{task:<14} {side:>17} seed {seed}: final return {_shown(outcome['final'])} after "
+                  f"{outcome['steps']:,} steps, {outcome['seconds']:.1f} s", flush=True)
+
+        # Seed by seed, every side: with --jobs 2 each side's run of a seed shares the
+        # machine with another side's, so their wall times see the same load.
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            for future in [pool.submit(run_one, side, seed) for seed in range(1, args.seeds + 1) for side in sides]:
+                future.result()
         summary = {}
         for side in sides:
-            runs = results[task][side]
-            for seed in range(1, args.seeds + 1):
-                runs.append(_in_subprocess(script, side, task, seed, steps))
-                print(f"{task:<14} {side:>17} seed {seed}: final return {_shown(runs[-1]['final'])} after "
-                      f"{runs[-1]['steps']:,} steps, {runs[-1]['seconds']:.1f} s", flush=True)
+            runs = results[task][side] = [results[task][side][seed] for seed in range(1, args.seeds + 1)]
             finals = [run["final"] for run in runs if run["final"] is not None]
             mean, std = _mean_std(finals) if finals else (None, None)
             seconds = sum(run["seconds"] for run in runs) / len(runs)
