@@ -4,12 +4,14 @@ hyperparameters and stable-baselines3 with the same, on HalfCheetah-v5 and Hoppe
 
     python bench/compare_mujoco.py                             # both tasks, 2 seeds, 3 sides: hours
     python bench/compare_mujoco.py --tasks Hopper-v5 --seeds 1 --sides puffercore
+    python bench/compare_mujoco.py --sides puffercore-rl-zoo sb3 --jobs 2   # runs in pairs, one core each
     python bench/compare_mujoco.py --steps 5000                # a quick check that everything runs
 
 Needs `pip install "puffercore[mujoco,bench]"`. puffercore runs `puffercore train
-HalfCheetah-v5` as a user would: the MuJoCo preset (CleanRL's ppo_continuous_action
+Hopper-v5` as a user would: the MuJoCo preset (CleanRL's ppo_continuous_action
 settings: 1 env x 2048 steps, 10 epochs of 64-sample minibatches, lr 3e-4 annealed,
-observation and reward normalization). stable-baselines3 runs rl-zoo's hyperparameters
+observation and reward normalization); HalfCheetah's preset is rl-zoo's settings, so
+there its two puffercore sides are the same run. stable-baselines3 runs rl-zoo's hyperparameters
 for HalfCheetah-v4 and Hopper-v4 (the v5 tasks have the same dynamics and rewards), and
 so does the side "puffercore-rl-zoo" (compare_learning.rl_zoo_overrides: the same
 settings as PPOConfig flags), which compares the two implementations on equal terms.

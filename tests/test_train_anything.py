@@ -192,10 +192,17 @@ def test_board_game_presets_train_against_their_opponents(tmp_path, env):
 
 def test_mujoco_tasks_get_cleanrl_continuous_settings(tmp_path):
     pytest.importorskip("mujoco", reason="the mujoco extra (pip install 'puffercore[mujoco]')")
-    for name in ("Hopper-v5", "gymnasium:HalfCheetah-v5"):
+    for name in ("Hopper-v5", "gymnasium:Walker2d-v5"):
         config = PPOConfig.for_env(name)
         assert (config.horizon, config.minibatch_size, config.update_epochs, config.ent_coef) == (2048, 64, 10, 0.0)
         assert config.norm_obs and config.norm_reward and config.num_envs == 1
+    # HalfCheetah's own tuned settings (rl-zoo's) over the MuJoCo preset, in any version.
+    for name in ("HalfCheetah-v5", "gymnasium:HalfCheetah-v4"):
+        config = PPOConfig.for_env(name)
+        assert (config.horizon, config.update_epochs, config.gamma, config.hidden_size) == (512, 20, 0.98, 256)
+        assert (config.log_std_init, config.ortho_init, config.anneal_lr) == (-2.0, False, False)
+        assert config.norm_obs and config.norm_reward and config.num_envs == 1
+    assert PPOConfig.for_env("HalfCheetah-v5", horizon=1024).horizon == 1024  # flags still override it
     assert PPOConfig.for_env("Acrobot-v1") == PPOConfig()  # no preset: the defaults
     config = PPOConfig.for_env("Hopper-v5", total_timesteps=2 * 256, horizon=256, quiet=True, tensorboard=False,
                                run_dir=str(tmp_path))
