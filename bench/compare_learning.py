@@ -229,10 +229,10 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
     results: dict = {}
     for task in args.tasks:
         steps = args.steps or tasks[task].steps
-        results[task] = {side: {} for side in sides}
+        outcomes: dict[tuple[str, int], dict] = {}
 
         def run_one(side: str, seed: int) -> None:
-            outcome = results[task][side][seed] = _in_subprocess(script, side, task, seed, steps)
+            outcome = outcomes[side, seed] = _in_subprocess(script, side, task, seed, steps)
             print(f"{task:<14} {side:>17} seed {seed}: final return {_shown(outcome['final'])} after "
                   f"{outcome['steps']:,} steps, {outcome['seconds']:.1f} s", flush=True)
 
@@ -241,9 +241,10 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             for future in [pool.submit(run_one, side, seed) for seed in range(1, args.seeds + 1) for side in sides]:
                 future.result()
+        results[task] = {side: [outcomes[side, seed] for seed in range(1, args.seeds + 1)] for side in sides}
         summary = {}
         for side in sides:
-            runs = results[task][side] = [results[task][side][seed] for seed in range(1, args.seeds + 1)]
+            runs = results[task][side]
             finals = [run["final"] for run in runs if run["final"] is not None]
             mean, std = _mean_std(finals) if finals else (None, None)
             seconds = sum(run["seconds"] for run in runs) / len(runs)

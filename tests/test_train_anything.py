@@ -210,3 +210,24 @@ def test_mujoco_tasks_get_cleanrl_continuous_settings(tmp_path):
     assert trainer.global_step == 512 and trainer.policy.head.is_continuous
     assert trainer.vec.observation_stats.count > 512  # float64 observations, normalized
     assert len(ppo.evaluate(str(tmp_path), episodes=1, max_steps=300)) == 1
+
+
+def test_halfcheetah_preset_is_the_rl_zoo_settings_sb3_runs():
+    """The preset and the SB3 side of bench/compare_mujoco.py are one set of settings (the
+    README's "the same runs"), through the translation compare_mujoco's third side uses;
+    settings it cannot translate are refused by name."""
+    pytest.importorskip("mujoco", reason="the mujoco extra (pip install 'puffercore[mujoco]')")
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    sys.path.insert(0, bench)
+    try:
+        from compare_learning import rl_zoo_overrides
+        from compare_mujoco import TASKS
+    finally:
+        sys.path.remove(bench)
+    settings = TASKS["HalfCheetah-v5"].sb3
+    assert PPOConfig.for_env("HalfCheetah-v5", **rl_zoo_overrides(settings)) == PPOConfig.for_env("HalfCheetah-v5")
+    for bad, message in ((dict(use_sde=True), "use_sde"), (dict(clip_range=("linear", 0.2)), "clip_range"),
+                         (dict(policy_kwargs=dict(net_arch=dict(pi=[64], vf=[128]))), "net_arch"),
+                         (dict(policy_kwargs=dict(squash_output=True)), "squash_output")):
+        with pytest.raises(ValueError, match=message):
+            rl_zoo_overrides({**settings, **bad})
