@@ -2,7 +2,12 @@
 the games in each seat, every game's chance events seeded.
 
     python bench/alphazero_strength.py runs/alphazero-azul-0-... --games 200 --simulations 50 200
-    python bench/alphazero_strength.py c4_run --opponents uct --uct-simulations 1000 --simulations 400
+    python bench/alphazero_strength.py c4_run --opponents openspiel --simulations 400 --games 200
+
+Opponents: random, uct (puffercore's plain UCT with random rollouts, which does not
+solve), the game's own bots (greedy for Azul), and for Connect4 `openspiel`: OpenSpiel's
+C++ MCTSBot with random-rollout simulations and solve=True (proven wins and losses
+propagate up its tree), the strongest public MCTS (`pip install open-spiel`).
 
 Prints one line per (agent simulations, opponent): win / draw / loss rates, the win rate
 in each seat (seat 0 moves first) and seconds.
@@ -17,7 +22,31 @@ from puffercore import checkpoint
 from puffercore.alphazero import MCTSBaseline, RandomAgent
 from puffercore.alphazero.evaluation import GAME_OPPONENTS, AlphaZeroAgent, play_against
 from puffercore.run import checkpoint_path
-from puffercore.env import derive_seed
+from puffercore.seeding import derive_seed
+
+
+class OpenSpielMCTS:
+    """OpenSpiel's MCTSBot on Connect4 (`simulations` random-rollout simulations per move,
+    uct_c 2, solve=True, seeded), following the game through `observe`."""
+
+    def __init__(self, simulations: int, seed: int):
+        try:
+            import pyspiel
+        except ImportError as error:
+            raise SystemExit("the openspiel opponent needs OpenSpiel: pip install open-spiel") from error
+        game = pyspiel.load_game("connect_four")
+        evaluator = pyspiel.RandomRolloutEvaluator(1, seed % 2**31)
+        self.bot = pyspiel.MCTSBot(game, evaluator, 2.0, simulations, 1000, True, seed % 2**31, False)
+        self.state = game.new_initial_state()
+
+    def observe(self, action: int) -> None:
+        self.state.apply_action(action)
+
+    def act(self, state) -> int:
+        pieces = int(state.observation().sum())  # own and opponent planes: one 1 per piece
+        if pieces != len(self.state.history()) or sorted(state.legal_actions()) != self.state.legal_actions():
+            raise RuntimeError("OpenSpiel's copy of the game has left the real one: was every move observed?")
+        return self.bot.step(self.state)
 
 
 def main():
@@ -28,7 +57,8 @@ def main():
                         help="agent's MCTS simulations per move, one or more (default: its evaluation setting)")
     parser.add_argument("--opponents", nargs="+", default=None,
                         help="random, uct, and the game's own (greedy for Azul); default: all")
-    parser.add_argument("--uct-simulations", type=int, default=1000, help="the UCT baseline's simulations per move")
+    parser.add_argument("--uct-simulations", type=int, default=1000,
+                        help="simulations per move of the UCT baseline and of OpenSpiel's MCTSBot")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     args = parser.parse_args()
@@ -40,6 +70,8 @@ def main():
     opponents = {"random": RandomAgent,
                  "uct": lambda game_seed: MCTSBaseline(args.uct_simulations, seed=game_seed),
                  **GAME_OPPONENTS.get(agent.config.game, {})}
+    if agent.config.game == "connect4":
+        opponents["openspiel"] = lambda game_seed: OpenSpielMCTS(args.uct_simulations, game_seed)
     chosen = args.opponents or list(opponents)
     unknown = sorted(set(chosen) - set(opponents))
     if unknown:

@@ -62,8 +62,9 @@ class AlphaZeroAgent:
 def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
                  simulations: int | None = None) -> dict[str, float]:
     """`games` games of the agent (`simulations` per move, default its evaluation setting)
-    against `make_opponent(seed)`, the agent in seat 0 in the first half and seat 1 in the
-    second; all the agent's searches in one batch. Returns its win, draw and loss rates,
+    against `make_opponent(seed)` (an object with `act(state) -> action`, and optionally
+    `observe(action)`, told every move of its game, its own included), the agent in seat
+    0 in the first half and seat 1 in the second; all the agent's searches in one batch. Returns its win, draw and loss rates,
     and its win rate in each seat (`win_seat0`, `win_seat1`): a first-mover edge hides in
     the overall rate."""
     seeds = [derive_seed(seed, index) for index in range(games)]
@@ -74,6 +75,9 @@ def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
 
     def play(index: int, action: int) -> None:
         states[index].apply(action)
+        observe = getattr(opponents[index], "observe", None)
+        if observe is not None:  # an opponent that keeps its own copy of the game
+            observe(action)
         if mcts.root_state(index) is not None:  # keep the agent's tree for its next move
             mcts.advance(index, action)
 
