@@ -26,6 +26,9 @@ Needs `pip install bitbully` (in puffercore's `test` and `bench` extras).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -120,6 +123,23 @@ def _pons_category(position: Position) -> str | None:
     return name if name in PONS_CATEGORIES else None
 
 
+def cached_positions(judge: Judge, source: str, count: int, seed: int, cache_dir: str | None) -> list[Position]:
+    """build_positions, kept in `cache_dir` (solving takes about a minute per thousand)."""
+    if not cache_dir:
+        return build_positions(judge, source, count, seed)
+    path = os.path.join(cache_dir, f"{source}-{count}-seed{seed}.json")
+    if os.path.exists(path):
+        with open(path) as file:
+            return [Position(moves, {int(column): score for column, score in scores.items()})
+                    for moves, scores in json.load(file)]
+    positions = build_positions(judge, source, count, seed)
+    os.makedirs(cache_dir, exist_ok=True)
+    with open(f"{path}.{os.getpid()}.tmp", "w") as file:
+        json.dump([[position.moves, position.scores] for position in positions], file)
+    os.replace(f"{path}.{os.getpid()}.tmp", path)
+    return positions
+
+
 def build_positions(judge: Judge, source: str, count: int, seed: int) -> list[Position]:
     """`count` positions of one source (a Pons category name for the Pons sets), seeded."""
     rng = np.random.default_rng([seed, sum(map(ord, source))])
@@ -201,7 +221,7 @@ def report(label: str, name: str, result: dict, seconds: float | None = None) ->
     return result
 
 
-def load_agent(name: str, threads: int):
+def load_agent(name: str, threads: int, solve: bool | None = None):
     if name in ("solver", "random"):
         return name
     import torch
@@ -212,6 +232,8 @@ def load_agent(name: str, threads: int):
     agent = AlphaZeroAgent.load(name)
     if agent.config.game != "connect4":
         raise SystemExit(f"{name} plays {agent.config.game}, not connect4")
+    if solve is not None:
+        agent.config = dataclasses.replace(agent.config, solve=solve)
     return agent
 
 
@@ -225,7 +247,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--positions", type=int, default=500,
                         help="positions per source (per category for pons: a fifth of this)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "puffercore", "connect4_judge"),
+                        help="where solved position sets are kept ('' to solve afresh)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--solve", choices=["true", "false"], default=None,
+                        help="search with the MCTS-solver on or off (default: the checkpoint's setting)")
     args = parser.parse_args(argv)
     if args.positions < 1 or any(s < 1 for s in args.simulations):
         parser.error("--positions and --simulations must be >= 1")
@@ -237,12 +263,12 @@ def main(argv: list[str] | None = None) -> dict:
         names = PONS_CATEGORIES if source == "pons" else (source,)
         count = max(1, args.positions // 5) if source == "pons" else args.positions
         for name in names:
-            sets[name] = build_positions(judge, name, count, args.seed)
-    print(f"{sum(map(len, sets.values()))} positions solved in {time.perf_counter() - start:.0f} s")
+            sets[name] = cached_positions(judge, name, count, args.seed, args.cache)
+    print(f"{sum(map(len, sets.values()))} positions ready in {time.perf_counter() - start:.0f} s")
 
     results = {}
     for agent_name in args.agents:
-        agent = load_agent(agent_name, args.threads)
+        agent = load_agent(agent_name, args.threads, None if args.solve is None else args.solve == "true")
         label = agent_name if isinstance(agent, str) else f"{agent_name} {{}} sims"
         for simulations in [0] if isinstance(agent, str) else args.simulations:
             all_positions, all_moves = [], []

@@ -384,5 +384,7 @@ def test_tictactoe_agent_never_loses_to_random(tmp_path):
     trainer = Trainer(AlphaZeroConfig.for_game("tictactoe", iterations=10, torch_threads=1), str(tmp_path))
     while not trainer.done():
         trainer.iterate()
-    rates = play_against(AlphaZeroAgent(trainer.network, trainer.config), RandomAgent, games=100, seed=1)
+    # 200 simulations: deep enough for the search (and its solver) to see a double threat coming.
+    rates = play_against(AlphaZeroAgent(trainer.network, trainer.config), RandomAgent, games=100, seed=1,
+                         simulations=200)
     assert rates["loss"] == 0 and rates["win"] >= 0.8

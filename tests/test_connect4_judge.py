@@ -79,9 +79,11 @@ def test_the_solver_side_is_perfect_and_random_play_is_not(solver):
     assert random["decisive_keeps_result"] < 1.0 and random["optimal"] < 1.0
 
 
-def test_judge_runs_on_a_checkpoint_at_every_simulation_count(tiny_connect4_run, capsys):
-    results = judge.main([tiny_connect4_run, "--simulations", "1", "8", "--positions", "10",
-                          "--sources", "random", "strong", "--threads", "1"])
+def test_judge_runs_on_a_checkpoint_at_every_simulation_count(tiny_connect4_run, tmp_path, capsys):
+    arguments = [tiny_connect4_run, "--simulations", "1", "8", "--positions", "10", "--sources", "random", "strong",
+                 "--threads", "1", "--cache", str(tmp_path)]
+    results = judge.main(arguments)
+    assert judge.main(arguments) == results  # the second time from the cache
     for simulations in (1, 8):
         for source in ("random", "strong", "all"):
             result = results[(tiny_connect4_run, simulations, source)]

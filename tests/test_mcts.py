@@ -408,3 +408,73 @@ def test_bad_inputs_raise_clear_errors():
         mcts_baseline_move(state, simulations=0)
     with pytest.raises(ValueError, match="terminal"):
         mcts_baseline_move(play(game, [0, 1, 0, 1, 0, 1, 0]))
+
+
+# --- MCTS-solver ------------------------------------------------------------------------
+
+
+def test_solver_proves_a_win_in_one_and_stops_searching():
+    state = play(Connect4(), WIN_IN_ONE)
+    mcts = BatchedMCTS(Connect4(), 1, num_simulations=800, seed=0)
+    policy = mcts.search([state], uniform_evaluator)[0]
+    assert policy[3] == 1.0 and mcts.choose_action(0, temperature=1.0) == 3
+    np.testing.assert_array_equal(mcts.proven_value(0), [1.0, -1.0])
+    assert mcts.root_values(0)[3, 0] == 1.0
+    assert mcts.tree_size(0) < 800  # stopped once proven, not after 800 simulations
+    unsolved = BatchedMCTS(Connect4(), 1, num_simulations=800, seed=0, solve=False)
+    unsolved.search([state], uniform_evaluator)
+    assert unsolved.proven_value(0) is None and unsolved.visit_counts(0).sum() == 800
+
+
+def test_solver_never_plays_a_move_proven_lost():
+    state = play(Connect4(), MUST_BLOCK)  # every move but 2 lets O complete the row
+    mcts = BatchedMCTS(Connect4(), 1, num_simulations=200, seed=0)
+    policy = mcts.search([state], uniform_evaluator)[0]
+    assert policy[2] == 1.0
+    for seed in range(5):
+        mcts = BatchedMCTS(Connect4(), 1, num_simulations=200, seed=seed, dirichlet_epsilon=0.25)
+        mcts.search([state], uniform_evaluator)
+        assert mcts.choose_action(0, temperature=1.0) == 2
+
+
+def test_solver_results_match_a_perfect_solver():
+    """Late Connect4 positions searched to a proof agree with bitbully: the proven result
+    is the game-theoretic one and the proof move keeps it."""
+    bitbully = pytest.importorskip("bitbully")
+    solver = bitbully.BitBully()
+    rng = np.random.default_rng(0)
+    proven = 0
+    for _ in range(200):
+        if proven == 12:
+            break
+        state, moves = Connect4().new_state(), []
+        while len(moves) < 30 and not state.is_terminal():
+            moves.append(int(rng.choice(state.legal_actions())))
+            state.apply(moves[-1])
+        if state.is_terminal():
+            continue
+        board = bitbully.Board()
+        for column in moves:
+            board.play(column)
+        scores = solver.score_all_moves(board)
+        mcts = BatchedMCTS(Connect4(), 1, num_simulations=20000, seed=0)
+        policy = mcts.search([state], uniform_evaluator)[0]
+        value = mcts.proven_value(0)
+        if value is None:
+            continue
+        proven += 1
+        mover = state.current_player()
+        best = max(scores.values())
+        assert np.sign(value[mover]) == np.sign(best), moves
+        chosen = int(policy.argmax())
+        assert np.sign(scores[chosen]) == np.sign(best), moves
+    assert proven == 12
+
+
+def test_solver_is_off_in_chance_games():
+    state = Pig().new_state(seed=0)
+    mcts = BatchedMCTS(Pig(), 1, num_simulations=200, seed=0)
+    mcts.search([state], uniform_evaluator)
+    assert mcts.proven_value(0) is None and mcts.visit_counts(0).sum() == 200
+    with pytest.raises(TypeError, match="solve must be a bool"):
+        BatchedMCTS(Connect4(), 1, solve="yes")

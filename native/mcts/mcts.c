@@ -11,12 +11,22 @@
  * the root whose chance RNG is reseeded from the tree's own RNG, so a node stands for an
  * action sequence, its statistics average over sampled draws, and the search never sees
  * the real future draws. Children were created from the legal actions of the sample
- * that expanded the node; selection skips the ones another sample does not allow. */
+ * that expanded the node; selection skips the ones another sample does not allow.
+ *
+ * The solver (config.solve, deterministic games only) is MCTS-solver (Winands et al.
+ * 2008) with distances: terminal leaves are proven, and after each backup the path is
+ * walked up while nodes become decided (a child that wins for the node's mover, or
+ * every child proven). A proven node's value_sum is reset to its exact result times its
+ * visits, so its mean is exact and stays so: a simulation that reaches it backs that
+ * result up without an evaluation. */
 #include "mcts.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A proven value at or above this is a win for that player (returns lie in [-1, 1]). */
+#define MCTS_WIN 0.9999f
 
 static MctsNode empty_root(void) {
     MctsNode root = {.first_child = MCTS_NO_CHILDREN, .num_children = 0, .action = -1};
@@ -140,7 +150,8 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
     m->trees = calloc((size_t)batch_size, sizeof(MctsTree));
     m->compact = malloc((size_t)config.max_nodes * sizeof(MctsNode));
     m->legal = malloc((size_t)game->num_actions);
-    if (!m->trees || !m->compact || !m->legal) return -1;
+    m->counts = malloc((size_t)game->num_actions * sizeof(int32_t));
+    if (!m->trees || !m->compact || !m->legal || !m->counts) return -1;
     for (int32_t i = 0; i < batch_size; i++) {
         MctsTree* t = &m->trees[i];
         t->nodes = malloc((size_t)config.max_nodes * sizeof(MctsNode));
@@ -148,7 +159,8 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
         t->leaf_state = calloc(1, game->state_size);
         t->root_priors = malloc((size_t)game->num_actions * sizeof(float));
         t->path = malloc(((size_t)game->max_moves + 1) * sizeof(int32_t));
-        if (!t->nodes || !t->root_state || !t->leaf_state || !t->root_priors || !t->path) return -1;
+        t->movers = malloc((size_t)game->max_moves + 1);
+        if (!t->nodes || !t->root_state || !t->leaf_state || !t->root_priors || !t->path || !t->movers) return -1;
         pc_rng_seed(&t->rng, seeds[i], 0);
     }
     return 0;
@@ -162,10 +174,12 @@ void mcts_destroy(Mcts* m) {
         free(t->leaf_state);
         free(t->root_priors);
         free(t->path);
+        free(t->movers);
     }
     free(m->trees);
     free(m->compact);
     free(m->legal);
+    free(m->counts);
     memset(m, 0, sizeof(*m));
 }
 
@@ -259,11 +273,66 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
     t->num_nodes = count;
 }
 
+/* ---- solver ----------------------------------------------------------------------------- */
+
+static int solving(const Mcts* m) { return m->config.solve && m->game->rng_offset < 0; }
+
+static float mean_value(const MctsNode* node, int32_t seat) { return node->value_sum[seat] / (float)node->visits; }
+
+static int proven_lost(const MctsNode* node, int32_t seat) {
+    return node->proven && mean_value(node, seat) <= -MCTS_WIN;
+}
+
+/* A visited node's exact result by seat, `plies` from the end. */
+static void prove(MctsNode* node, const float* values, int32_t num_players, int32_t plies) {
+    node->proven = 1;
+    node->proven_plies = (int16_t)plies;
+    for (int32_t p = 0; p < num_players; p++) node->value_sum[p] = values[p] * (float)node->visits;
+}
+
+/* The child that decides `node` for its mover: a proven win (the fastest), else, once
+ * every child is proven, the best for the mover (the longest among losses). -1 while
+ * the node is undecided. */
+static int32_t proof_child(const MctsNode* nodes, const MctsNode* node, int32_t mover) {
+    int32_t best = -1, all_proven = 1;
+    for (int32_t k = 0; k < node->num_children; k++) {
+        int32_t index = node->first_child + k;
+        const MctsNode* child = &nodes[index];
+        if (!child->proven) {
+            all_proven = 0;
+            continue;
+        }
+        if (best < 0) {
+            best = index;
+            continue;
+        }
+        float value = mean_value(child, mover), best_value = mean_value(&nodes[best], mover);
+        int16_t plies = child->proven_plies, best_plies = nodes[best].proven_plies;
+        int better = value > best_value;
+        if (value == best_value) better = value < 0.0f ? plies > best_plies : plies < best_plies;
+        if (better) best = index;
+    }
+    if (best < 0) return -1;
+    return all_proven || mean_value(&nodes[best], mover) >= MCTS_WIN ? best : -1;
+}
+
+/* After a backup: prove the path's nodes bottom-up while each becomes decided. */
+static void prove_path(MctsTree* t, int32_t num_players) {
+    for (int32_t d = t->path_length - 2; d >= 0; d--) {
+        MctsNode* node = &t->nodes[t->path[d]];
+        int32_t child = proof_child(t->nodes, node, t->movers[d]);
+        if (child < 0) return;
+        float values[PC_GAME_MAX_PLAYERS];
+        for (int32_t p = 0; p < num_players; p++) values[p] = mean_value(&t->nodes[child], p);
+        prove(node, values, num_players, t->nodes[child].proven_plies + 1);
+    }
+}
+
 /* ---- one simulation -------------------------------------------------------------------- */
 
 /* The best child by PUCT among those `available` allows (all when NULL); -1 if none. */
 static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index, int32_t player,
-                            const uint8_t* available) {
+                            const uint8_t* available, int skip_lost) {
     const MctsNode* node = &t->nodes[node_index];
     const MctsNode* children = &t->nodes[node->first_child];
     const float* root_priors = node_index == 0 ? t->root_priors : NULL;
@@ -284,6 +353,7 @@ static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index
     for (int32_t k = 0; k < node->num_children; k++) {
         const MctsNode* child = &children[k];
         if (available && !available[child->action]) continue;
+        if (skip_lost && proven_lost(child, player)) continue; /* known: nothing to learn there */
         float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : unvisited;
         q = (q - low) * scale;
         float prior = root_priors ? root_priors[k] : child->prior;
@@ -305,12 +375,13 @@ int mcts_search_done(const Mcts* m) {
 int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, int32_t* rows_game,
                            int32_t* failed_game) {
     const PcGameSpec* game = m->game;
+    int solve = solving(m);
     int32_t rows = 0;
     for (int32_t i = 0; i < m->batch_size; i++) {
         MctsTree* t = &m->trees[i];
         if (!t->searching) continue;
         int root_expanded = t->nodes[0].first_child != MCTS_NO_CHILDREN;
-        if (root_expanded && t->simulations_left == 0) {
+        if (root_expanded && (t->simulations_left == 0 || (solve && t->nodes[0].proven))) {
             t->searching = 0;
             continue;
         }
@@ -323,21 +394,34 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         mcts_resample_chance(game, t->leaf_state, &t->rng);
         int32_t node = 0, sample_ended = 0;
         t->path[0] = 0;
+        t->movers[0] = (int8_t)game->current_player(t->leaf_state);
         t->path_length = 1;
         uint8_t* mask = legal_masks + (size_t)rows * (size_t)game->num_actions;
-        while (t->nodes[node].first_child != MCTS_NO_CHILDREN) {
+        while (t->nodes[node].first_child != MCTS_NO_CHILDREN && !(solve && t->nodes[node].proven)) {
             const uint8_t* available = mcts_available(game, t->leaf_state, mask, &sample_ended);
             if (sample_ended) break;
-            int32_t child = select_child(m, t, node, game->current_player(t->leaf_state), available);
+            int32_t child = select_child(m, t, node, t->movers[t->path_length - 1], available, solve);
             if (child < 0) break; /* this sample allows none of the stored actions: evaluate here */
             node = child;
             game->apply(t->leaf_state, t->nodes[node].action);
+            t->movers[t->path_length] = (int8_t)game->current_player(t->leaf_state);
             t->path[t->path_length++] = node;
+        }
+        int32_t num_players = game->num_players(t->leaf_state);
+        if (solve && t->nodes[node].proven) { /* the exact result is known: no evaluation */
+            float values[PC_GAME_MAX_PLAYERS];
+            for (int32_t p = 0; p < num_players; p++) values[p] = mean_value(&t->nodes[node], p);
+            back_up_path(t, values, num_players);
+            continue;
         }
         if (game->is_terminal(t->leaf_state)) {
             float returns[PC_GAME_MAX_PLAYERS];
             game->returns(t->leaf_state, returns);
-            back_up_path(t, returns, game->num_players(t->leaf_state));
+            back_up_path(t, returns, num_players);
+            if (solve) {
+                prove(&t->nodes[node], returns, num_players, 0);
+                prove_path(t, num_players);
+            }
             continue;
         }
         game->legal_mask(t->leaf_state, mask);
@@ -346,8 +430,7 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             *failed_game = i;
             return MCTS_ERROR_POOL_EXHAUSTED;
         }
-        int32_t mover = game->current_player(t->leaf_state);
-        game->observe(t->leaf_state, mover, observations + (size_t)rows * (size_t)game->obs_size);
+        game->observe(t->leaf_state, t->movers[t->path_length - 1], observations + (size_t)rows * (size_t)game->obs_size);
         rows_game[rows++] = i;
     }
     return rows;
@@ -381,11 +464,36 @@ void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
     const MctsTree* t = &m->trees[i];
     const MctsNode* root = &t->nodes[0];
     memset(out, 0, (size_t)m->game->num_actions * sizeof(int32_t));
-    if (t->num_nodes == 0) return;
+    if (t->num_nodes == 0 || root->num_children == 0) return;
+    int solve = solving(m);
+    int32_t mover = solve ? m->game->current_player(t->root_state) : 0;
+    if (solve && root->proven) { /* the moves proven as good as the root's result */
+        float result = mean_value(root, mover);
+        for (int32_t k = 0; k < root->num_children; k++) {
+            const MctsNode* child = &t->nodes[root->first_child + k];
+            if (child->proven && mean_value(child, mover) == result)
+                out[child->action] = child->visits > 0 ? child->visits : 1;
+        }
+        return;
+    }
+    int32_t total = 0, fallback = -1;
     for (int32_t k = 0; k < root->num_children; k++) {
         const MctsNode* child = &t->nodes[root->first_child + k];
+        if (solve && proven_lost(child, mover)) continue;
         out[child->action] = child->visits;
+        total += child->visits;
+        if (fallback < 0 || child->prior > t->nodes[root->first_child + fallback].prior) fallback = k;
     }
+    /* Every visited move was proven lost before the others were tried: the likeliest other. */
+    if (total == 0 && fallback >= 0) out[t->nodes[root->first_child + fallback].action] = 1;
+}
+
+int mcts_root_proven(const Mcts* m, int32_t i, float* out) {
+    const MctsTree* t = &m->trees[i];
+    if (!solving(m) || t->num_nodes == 0 || !t->nodes[0].proven) return 0;
+    int32_t num_players = m->game->num_players(t->root_state);
+    for (int32_t p = 0; p < num_players; p++) out[p] = mean_value(&t->nodes[0], p);
+    return 1;
 }
 
 void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width) {
@@ -404,20 +512,25 @@ int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature) {
     MctsTree* t = &m->trees[i];
     const MctsNode* root = &t->nodes[0];
     if (t->num_nodes == 0 || root->num_children == 0) return -1;
-    const MctsNode* children = &t->nodes[root->first_child];
-    int32_t best = 0;
-    for (int32_t k = 1; k < root->num_children; k++)
-        if (children[k].visits > children[best].visits) best = k;
-    if (temperature <= 0.0f) return children[best].action;
+    if (solving(m) && root->proven && temperature <= 0.0f) /* the fastest win, the longest loss */
+        return t->nodes[proof_child(t->nodes, root, m->game->current_player(t->root_state))].action;
+    int32_t num_actions = m->game->num_actions, best = -1;
+    int32_t* counts = m->counts;
+    mcts_visit_counts(m, i, counts);
+    for (int32_t a = 0; a < num_actions; a++)
+        if (counts[a] > 0 && (best < 0 || counts[a] > counts[best])) best = a;
+    if (best < 0) return t->nodes[root->first_child].action; /* nothing visited: the first legal action */
+    if (temperature <= 0.0f) return best;
     /* Weights relative to the largest count keep visits^(1/T) finite for small T. */
     double exponent = 1.0 / temperature, total = 0.0;
-    for (int32_t k = 0; k < root->num_children; k++)
-        total += pow((double)children[k].visits / (double)children[best].visits, exponent);
+    for (int32_t a = 0; a < num_actions; a++)
+        if (counts[a] > 0) total += pow((double)counts[a] / (double)counts[best], exponent);
     double target = (double)pc_rng_float(&t->rng) * total;
-    for (int32_t k = 0; k < root->num_children; k++) {
-        double weight = pow((double)children[k].visits / (double)children[best].visits, exponent);
+    for (int32_t a = 0; a < num_actions; a++) {
+        if (counts[a] == 0) continue;
+        double weight = pow((double)counts[a] / (double)counts[best], exponent);
         target -= weight;
-        if (target < 0.0 && weight > 0.0) return children[k].action;
+        if (target < 0.0 && weight > 0.0) return a;
     }
-    return children[best].action;
+    return best;
 }

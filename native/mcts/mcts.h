@@ -35,6 +35,11 @@ typedef struct MctsNode {
     int32_t visits;
     float prior;
     float value_sum[PC_GAME_MAX_PLAYERS]; /* backed-up returns, by seat */
+    /* Solver (MctsConfig.solve): 1 once the node's result under perfect play is known
+     * (a terminal, or proven from its children); its mean value_sum is then that exact
+     * result and proven_plies the plies to the game's end along the proof. */
+    int8_t proven;
+    int16_t proven_plies;
 } MctsNode;
 
 typedef struct MctsConfig {
@@ -49,6 +54,12 @@ typedef struct MctsConfig {
      * than the [-1, 1] that c_init assumes (Azul's score margins / 100); unvisited
      * children then take their parent's value instead of 0. */
     int32_t normalize_values;
+    /* 1: MCTS-solver in games without chance events (returns in [-1, 1], 1 = a win):
+     * terminal results are proven and propagate up (a node is won when one child wins
+     * for its mover, decided when every child is proven), a proven node is backed up
+     * exactly and never evaluated again, children proven lost are not selected, and a
+     * proven root ends its search. */
+    int32_t solve;
 } MctsConfig;
 
 /* One game's search. Node 0 is the root; num_nodes == 0 means no tree yet. */
@@ -59,6 +70,7 @@ typedef struct MctsTree {
     uint8_t* leaf_state;
     float* root_priors; /* priors of the root's children with Dirichlet noise mixed in */
     int32_t* path;      /* node indices root..leaf of the current simulation */
+    int8_t* movers;     /* the player to move at each path node */
     int32_t path_length;
     int32_t simulations_left;
     int32_t searching;
@@ -74,6 +86,7 @@ typedef struct Mcts {
     MctsTree* trees;
     MctsNode* compact; /* [max_nodes] scratch for mcts_advance */
     uint8_t* legal;    /* [num_actions] scratch for mcts_advance */
+    int32_t* counts;   /* [num_actions] scratch for mcts_choose_action */
 } Mcts;
 
 /* Returns 0, or -1 when memory runs out (m is then left empty and safe to destroy). */
@@ -101,12 +114,17 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
 void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                         const float* priors, const float* values, int32_t value_width);
 
-/* Root visit counts over num_actions (zero for unvisited and illegal actions). */
+/* Root visit counts over num_actions (zero for unvisited and illegal actions). With the
+ * solver, children proven lost for the mover count zero, and a proven root counts only
+ * the children proven to keep its result (every winning move of a won position). */
 void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out);
+/* 1 and the root's exact result by seat in out[num_players] when the solver proved it. */
+int mcts_root_proven(const Mcts* m, int32_t i, float* out);
 /* Mean backed-up value of each root child by seat, out[num_actions][width] (0 where unvisited). */
 void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width);
-/* temperature 0: most visited (lowest action on ties); else sample visits^(1/temperature).
- * -1 when the root has not been expanded by a search. */
+/* temperature 0: most visited (lowest action on ties), or a proven root's proof move (the
+ * fastest win, the longest loss); else sample visits^(1/temperature) over
+ * mcts_visit_counts. -1 when the root has not been expanded by a search. */
 int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature);
 
 /* Plain UCT with one uniformly random rollout per simulation. Returns the most visited

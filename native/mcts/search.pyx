@@ -24,6 +24,7 @@ cdef extern from "mcts.h" nogil:
         float dirichlet_alpha
         float dirichlet_epsilon
         int32_t normalize_values
+        int32_t solve
     ctypedef struct MctsTree:
         int32_t num_nodes
         uint8_t* root_state
@@ -42,6 +43,7 @@ cdef extern from "mcts.h" nogil:
     void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                             const float* priors, const float* values, int32_t value_width)
     void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out)
+    int mcts_root_proven(const Mcts* m, int32_t i, float* out)
     void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width)
     int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature)
     int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
@@ -94,6 +96,11 @@ cdef class BatchedMCTS:
     Games with chance events are searched open-loop: each simulation reseeds a copy of
     the state's RNG, so values average over sampled draws and the search never sees
     the real future ones.
+    With `solve` (the default), games without chance events are searched with
+    MCTS-solver: won, lost and drawn positions are proven from terminal ones and backed
+    up exactly, proven lost moves are never chosen, a proven root stops its search early
+    and its policy keeps only the moves proven to keep its result (temperature 0 plays
+    the fastest win); `proven_value(i)` reads a proven root's result.
     Dirichlet noise (alpha, epsilon) is mixed into the root priors at every search and,
     like temperature sampling, drawn from game i's own RNG: `seed` is an int (game i
     gets derive_seed(seed, i)) or a sequence of batch_size ints (one per game), so a
@@ -109,7 +116,8 @@ cdef class BatchedMCTS:
     cdef bint _busy  # inside search(): the evaluator must not touch this object
 
     def __init__(self, game, batch_size, num_simulations=800, c_base=19652.0, c_init=1.25,
-                 dirichlet_alpha=0.3, dirichlet_epsilon=0.25, normalize_values=False, max_nodes=None, seed=0):
+                 dirichlet_alpha=0.3, dirichlet_epsilon=0.25, normalize_values=False, max_nodes=None, seed=0,
+                 solve=True):
         if not isinstance(game, Game):
             raise TypeError(f"game must be a puffercore.games.Game, got {type(game).__name__}")
         self.game = game
@@ -129,6 +137,9 @@ cdef class BatchedMCTS:
         if not isinstance(normalize_values, (bool, np.bool_)):
             raise TypeError(f"normalize_values must be a bool, got {normalize_values!r}")
         config.normalize_values = bool(normalize_values)
+        if not isinstance(solve, (bool, np.bool_)):
+            raise TypeError(f"solve must be a bool, got {solve!r}")
+        config.solve = bool(solve)
         if isinstance(seed, (list, tuple, np.ndarray)):
             if len(seed) != self.batch_size:
                 raise ValueError(f"seed must be an int or {self.batch_size} ints (one per game), got {len(seed)}")
@@ -226,6 +237,16 @@ cdef class BatchedMCTS:
         cdef float[:, ::1] view = values
         mcts_root_values(&self.m, i, &view[0, 0], width)
         return values
+
+    def proven_value(self, i):
+        """float32 [num_players]: game i's exact result by seat when the solver proved its
+        root (1 a win, -1 a loss), else None."""
+        root = self.root_state(i)
+        if root is None:
+            return None
+        values = np.zeros(root.num_players, dtype=np.float32)
+        cdef float[::1] view = values
+        return values if mcts_root_proven(&self.m, i, &view[0]) else None
 
     def visit_counts(self, i):
         """int32 [num_actions]: visits of game i's root children (reused ones included)."""

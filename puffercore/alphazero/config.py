@@ -37,6 +37,8 @@ class AlphaZeroConfig:
     c_base: float = _option(19652.0, "PUCT c_base")
     c_init: float = _option(1.25, "PUCT c_init")
     normalize_values: bool = _option(False, "PUCT sees Q rescaled to [0, 1] by the tree's value range (for returns far from [-1, 1])")
+    solve: bool = _option(True, "MCTS-solver in games without chance events: proven wins, losses and draws back up "
+                                "exactly, are never evaluated again and end a search early")
     dirichlet_alpha: float = _option(0.3, "Dirichlet noise concentration at the root")
     dirichlet_epsilon: float = _option(0.25, "weight of the root noise")
     temperature_moves: int = _option(10, "moves sampled in proportion to visits (temperature 1); later ones argmax")

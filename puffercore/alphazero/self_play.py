@@ -61,7 +61,7 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
     mcts = BatchedMCTS(game, slots, num_simulations=config.simulations, c_base=config.c_base,
                        c_init=config.c_init, normalize_values=config.normalize_values,
                        dirichlet_alpha=config.dirichlet_alpha,
-                       dirichlet_epsilon=config.dirichlet_epsilon, seed=search_seed)
+                       dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, seed=search_seed)
     states: list = [None] * slots
     slot_games = [-1] * slots
     histories: list[list] = [[] for _ in range(slots)]
