@@ -1,13 +1,15 @@
-"""AlphaZero self-play throughput: games per minute of the trainer's self-play with the
-game's preset network (untrained; the cost per game barely depends on the weights):
-batched (all games' leaves in one network forward per MCTS round) on 1 and 2 self-play
-threads, against the same search run one game at a time (one forward per leaf), and the
-ratios. The threaded and one-thread rows play the preset's iteration (`--games`, all of
-them at once); the one-at-a-time row plays `--single-games` games, as it is slow. Each row
-is measured `--repeats` times, alternating, and its best is kept: the first runs of a
-process pay torch's warm-up and this machine's noise is one-sided.
+"""AlphaZero self-play throughput: positions searched per minute (self-play moves, each
+with a full search) by the trainer's self-play, the game's preset against the self-play
+of earlier versions (every technique off: float32 network, no MCTS-solver, no
+evaluation cache) and each
+technique alone, at the same simulations per move. Rows alternate round by round and
+each keeps its best: the first runs of a process pay torch's warm-up and this machine's
+noise is one-sided.
 
-    python bench/bench_alphazero_selfplay.py [--game connect4] [--games 256] [--simulations 64]
+    python bench/bench_alphazero_selfplay.py [--game connect4|azul] [--games N] [--checkpoint RUN]
+
+An untrained network by default; `--checkpoint` plays with a trained one (its games are
+shorter and more decisive, which the solver feeds on).
 """
 
 from __future__ import annotations
@@ -15,15 +17,29 @@ from __future__ import annotations
 import argparse
 import time
 
+from puffercore import checkpoint
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.trainer import Trainer
+from puffercore.run import checkpoint_path
+
+EARLIER = dict(inference_precision="float32", solve=False, evaluation_cache=0)
+ROWS = {
+    "earlier (all three off)": EARLIER,
+    "bfloat16 inference alone": {**EARLIER, "inference_precision": "auto"},
+    "solver alone": {**EARLIER, "solve": True},
+    "evaluation cache alone": {**EARLIER, "evaluation_cache": AlphaZeroConfig.evaluation_cache},
+    "puffercore preset (all three)": {},
+}
 
 
-def games_per_minute(config: AlphaZeroConfig) -> float:
+def positions_per_minute(config: AlphaZeroConfig, network_state: dict | None) -> float:
     trainer = Trainer(config)
+    if network_state is not None:
+        trainer.network.load_state_dict(network_state)
+    before = len(trainer.replay)
     start = time.perf_counter()
     trainer.self_play()
-    return config.games_per_iteration / (time.perf_counter() - start) * 60
+    return (len(trainer.replay) - before) / (time.perf_counter() - start) * 60
 
 
 def main() -> None:
@@ -31,34 +47,34 @@ def main() -> None:
     parser.add_argument("--game", default="connect4", choices=["connect4", "tictactoe", "azul"])
     parser.add_argument("--games", type=int, default=None,
                         help="self-play games per measurement (default: the preset's games per iteration)")
-    parser.add_argument("--single-games", type=int, default=16, help="games of the one-at-a-time row")
     parser.add_argument("--simulations", type=int, default=None, help="MCTS simulations per move (default: preset)")
-    parser.add_argument("--torch-threads", type=int, default=2, help="torch threads of the one-thread rows")
+    parser.add_argument("--checkpoint", default=None, help="play with this run's network (default: untrained)")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per row (the best is kept)")
     args = parser.parse_args()
-    overrides = dict(torch_threads=args.torch_threads)
-    if args.simulations:
-        overrides["simulations"] = args.simulations
+    overrides = {"simulations": args.simulations} if args.simulations else {}
+    network_state = None
+    if args.checkpoint:
+        state = checkpoint.load(checkpoint_path(args.checkpoint))
+        network_state, trained = state["network"], state["alphazero_config"]
+        overrides.update(channels=trained["channels"], blocks=trained["blocks"])
     config = AlphaZeroConfig.for_game(args.game, **overrides)
-    games = args.games or config.games_per_iteration
+    if args.games:
+        overrides.update(games_per_iteration=args.games, parallel_games=min(args.games, config.parallel_games))
+    config = AlphaZeroConfig.for_game(args.game, **overrides)
 
-    rows = {"two_threads": dict(games_per_iteration=games, parallel_games=games, self_play_threads=2),
-            "one_thread": dict(games_per_iteration=games, parallel_games=games, self_play_threads=1),
-            "single": dict(games_per_iteration=args.single_games, parallel_games=1, self_play_threads=1)}
-    best = dict.fromkeys(rows, 0.0)
+    best = dict.fromkeys(ROWS, 0.0)
     for _ in range(args.repeats):
-        for name, settings in rows.items():
-            measured = games_per_minute(AlphaZeroConfig.for_game(args.game, **overrides, **settings))
+        for name, settings in ROWS.items():
+            measured = positions_per_minute(AlphaZeroConfig.for_game(args.game, **{**overrides, **settings}),
+                                            network_state)
             best[name] = max(best[name], measured)
 
-    print(f"{args.game} self-play, {config.simulations} simulations per move, "
-          f"{config.channels}x{config.blocks} network, {games} games at once, best of {args.repeats}")
-    print(f"  batched, 2 self-play threads ({games // 2} games per forward each): {best['two_threads']:8.1f} games/min")
-    print(f"  batched, 1 thread ({games} games per forward, {args.torch_threads} torch threads): "
-          f"{best['one_thread']:8.1f} games/min")
-    print(f"  one game at a time, 1 thread:                {best['single']:8.1f} games/min")
-    print(f"  ratio 2 threads / 1 thread:                  {best['two_threads'] / best['one_thread']:8.2f}x")
-    print(f"  ratio batched (1 thread) / one at a time:    {best['one_thread'] / best['single']:8.2f}x")
+    print(f"{args.game} self-play, {config.simulations} simulations per move, {config.channels}x{config.blocks} "
+          f"network {'from ' + args.checkpoint if args.checkpoint else '(untrained)'}, "
+          f"{config.games_per_iteration} games, {config.self_play_threads} self-play threads, best of {args.repeats}")
+    baseline = best["earlier (all three off)"]
+    for name, value in best.items():
+        print(f"  {name:30s} {value:10.0f} positions/min   {value / baseline:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from puffercore.alphazero.agents import RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.evaluation import AlphaZeroAgent, play_against
-from puffercore.alphazero.network import make_evaluator
+from puffercore.alphazero.network import CachedEvaluator, make_evaluator
 from puffercore.alphazero.replay import ReplayBuffer, value_targets
 from puffercore.alphazero.self_play import play_games
 from puffercore.alphazero.trainer import SEED_NAMES, Trainer, train
@@ -243,7 +243,8 @@ def test_resume_continues_exactly(tmp_path):
 @pytest.mark.parametrize("overrides, message", [
     (dict(batch_size=1), "batch_size"), (dict(eval_games=3), "eval_games"), (dict(optimizer="rmsprop"), "optimizer"),
     (dict(simulations=0), "simulations"), (dict(num_players=3), "num_players"), (dict(seed=-1), "seed"),
-    (dict(minutes=-1.0), "minutes"),
+    (dict(minutes=-1.0), "minutes"), (dict(inference_precision="fp16"), "inference_precision"),
+    (dict(evaluation_cache=-1), "evaluation_cache"),
 ])
 def test_bad_config_is_rejected(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -388,3 +389,38 @@ def test_tictactoe_agent_never_loses_to_random(tmp_path):
     rates = play_against(AlphaZeroAgent(trainer.network, trainer.config), RandomAgent, games=100, seed=1,
                          simulations=200)
     assert rates["loss"] == 0 and rates["win"] >= 0.8
+
+
+def test_cached_evaluator_answers_repeats_without_evaluating_them_again():
+    calls = []
+
+    def evaluate(observations, legal_masks):
+        calls.append(len(observations))
+        return legal_masks / legal_masks.sum(axis=1, keepdims=True), observations.reshape(len(observations), -1)[:, :2]
+
+    cached = CachedEvaluator(evaluate, capacity=3)
+    observations = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]], dtype=np.float32)
+    masks = np.array([[True, False], [True, True], [True, False]])
+    priors, values = cached(observations, masks)
+    np.testing.assert_array_equal(values, observations)
+    np.testing.assert_array_equal(priors, [[1, 0], [0.5, 0.5], [1, 0]])
+    assert calls == [2]  # the repeat inside the batch was evaluated once
+    other_mask = np.array([[True, True]])
+    again_priors, _ = cached(observations[:1], other_mask)  # same observation, another mask: a new position
+    np.testing.assert_array_equal(again_priors, [[0.5, 0.5]])
+    cached(observations[1:2], masks[1:2])
+    assert calls == [2, 1] and cached.hits == 2 and cached.lookups == 5
+    cached(np.array([[9.0, 9.0]], dtype=np.float32), masks[:1])  # a fourth position: the full table starts over
+    assert len(cached.table) == 1
+    with pytest.raises(ValueError, match="capacity must be a positive int"):
+        CachedEvaluator(evaluate, capacity=0)
+
+
+def test_self_play_is_the_same_with_and_without_the_evaluation_cache():
+    with_cache = Trainer(tiny_config(inference_precision="float32"))
+    without = Trainer(tiny_config(inference_precision="float32", evaluation_cache=0))
+    with_cache.self_play()
+    without.self_play()
+    state, other = with_cache.replay.state_dict(), without.replay.state_dict()
+    for name in ("observations", "policies", "values"):
+        np.testing.assert_array_equal(state[name], other[name])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from puffercore.games import Azul, Connect4, TicTacToe
+from puffercore.inference import PRECISIONS
 from puffercore.seeding import check_seed
 
 GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}
@@ -25,6 +26,10 @@ class AlphaZeroConfig:
     run_dir: str = _option("", "where metrics and the checkpoint go (default runs/GAME-SEED-TIME)")
     iterations: int = _option(100, "stop after this many iterations")
     minutes: float = _option(0.0, "also stop after this much training wall time (0: no limit)")
+    evaluation_cache: int = _option(200_000, "positions whose evaluation each self-play thread remembers within an "
+                                             "iteration (0: none): over half of self-play's leaves repeat")
+    inference_precision: str = _option("auto", "self-play and evaluation network precision: auto (bfloat16 where the "
+                                               "CPU computes it natively, else float32), float32 or bfloat16")
     torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")
     self_play_threads: int = _option(2, "threads playing self-play games at once, each with its own batched search")
     # network
@@ -76,7 +81,7 @@ class AlphaZeroConfig:
         positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
                     "parallel_games", "simulations", "replay_capacity", "train_steps", "eval_games",
                     "eval_simulations", "baseline_simulations", "checkpoint_interval")
-        non_negative = ("blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
+        non_negative = ("evaluation_cache", "blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
                         "weight_decay", "policy_loss_weight", "value_loss_weight")
         for name in positive:
             if not getattr(self, name) > 0:
@@ -86,6 +91,8 @@ class AlphaZeroConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.batch_size < 2:  # batch norm needs two examples to normalise over
             raise ValueError(f"batch_size must be >= 2, got {self.batch_size}")
+        if self.inference_precision not in PRECISIONS:
+            raise ValueError(f"inference_precision must be one of {PRECISIONS}, got {self.inference_precision!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if not self.learning_rate > 0:

@@ -15,7 +15,7 @@ from puffercore import checkpoint, run
 from puffercore.alphazero.agents import GreedyAzulAgent
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
 from puffercore.alphazero.mcts import BatchedMCTS
-from puffercore.alphazero.network import PolicyValueNet, build_network, make_evaluator
+from puffercore.alphazero.network import CachedEvaluator, PolicyValueNet, build_network, make_evaluator
 from puffercore.seeding import derive_seed
 
 # Evaluation opponents beyond the random agent and the MCTS baseline every game gets.
@@ -29,7 +29,9 @@ class AlphaZeroAgent:
         self.network = network.eval()
         self.config = config
         self.game = GAMES[config.game]()
-        self.evaluate = make_evaluator(self.network)
+        self.evaluate = make_evaluator(self.network, config.inference_precision)
+        if config.evaluation_cache:  # evaluation games start alike: their searches repeat positions
+            self.evaluate = CachedEvaluator(self.evaluate, config.evaluation_cache)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "AlphaZeroAgent":

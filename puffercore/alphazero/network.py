@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
+from puffercore.inference import InferenceCopy
 
 # Masked logits are very negative but finite, so a zero target probability times its
 # log-probability stays 0 in the cross-entropy instead of becoming NaN.
@@ -78,16 +79,54 @@ class PolicyValueNet(nn.Module):
         return logits, self.value_head(features)
 
 
-def make_evaluator(network: PolicyValueNet):
+def make_evaluator(network: PolicyValueNet, precision: str = "float32"):
     """The BatchedMCTS evaluator of a network: priors (softmax over legal actions) and
-    values for a batch of leaves, one forward pass, no gradients."""
+    values for a batch of leaves, one forward pass, no gradients, on an inference copy
+    of the network's current weights (`puffercore.inference`: batch norms folded, in
+    `precision`)."""
+    model = InferenceCopy(network, precision)
 
     @torch.inference_mode()
     def evaluate(observations: np.ndarray, legal_masks: np.ndarray):
-        logits, values = network(torch.from_numpy(observations), torch.from_numpy(legal_masks))
+        logits, values = model(torch.from_numpy(observations), torch.from_numpy(legal_masks))
         return torch.softmax(logits, dim=1).numpy(), values.numpy()
 
     return evaluate
+
+
+class CachedEvaluator:
+    """An evaluator that remembers: a position (observation and legal mask, byte for
+    byte) evaluated once is answered from the table afterwards, and repeats within a
+    batch are evaluated once. Exact for one network version: make a new one after the
+    weights change. In self-play over half of the leaves are positions already seen
+    (every game starts from the same board, and trees of different games overlap). The
+    table is cleared when it reaches `capacity` entries."""
+
+    def __init__(self, evaluate, capacity: int):
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        self.evaluate, self.capacity = evaluate, capacity
+        self.table: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self.hits = self.lookups = 0
+
+    def __call__(self, observations: np.ndarray, legal_masks: np.ndarray):
+        keys = [observation.tobytes() + mask.tobytes() for observation, mask in zip(observations, legal_masks)]
+        new_rows = {}  # each unseen key -> the first row holding it
+        for row, key in enumerate(keys):
+            if key not in self.table and key not in new_rows:
+                new_rows[key] = row
+        self.lookups += len(keys)
+        self.hits += len(keys) - len(new_rows)
+        fresh = {}
+        if new_rows:
+            rows = list(new_rows.values())
+            priors, values = self.evaluate(observations[rows], legal_masks[rows])
+            fresh = dict(zip(new_rows, zip(priors, values)))
+        answers = [fresh.get(key) or self.table[key] for key in keys]
+        if len(self.table) + len(fresh) > self.capacity:
+            self.table.clear()
+        self.table.update(fresh)
+        return np.stack([prior for prior, _ in answers]), np.stack([value for _, value in answers])
 
 
 def build_network(config: AlphaZeroConfig) -> PolicyValueNet:

@@ -14,7 +14,7 @@ import torch
 
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.mcts import BatchedMCTS
-from puffercore.alphazero.network import PolicyValueNet, make_evaluator
+from puffercore.alphazero.network import CachedEvaluator, PolicyValueNet, make_evaluator
 from puffercore.seeding import derive_seed
 
 
@@ -31,7 +31,7 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
     and T, not on thread timing."""
     games = len(game_seeds)
     threads = min(config.self_play_threads, games)
-    evaluate = make_evaluator(network.eval())
+    evaluate = make_evaluator(network, config.inference_precision)
     shares = [range(k, games, threads) for k in range(threads)]
     slots = max(1, config.parallel_games // threads)
 
@@ -40,7 +40,9 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
             # The threads share the cores: intra-op threads would fight them. The
             # setting is per thread (OpenMP), so each pool thread makes its own.
             torch.set_num_threads(1)
-        return play_games(game, config, shares[k], game_seeds, slots, derive_seed(search_seed, k), evaluate)
+        # A cache per thread: which thread evaluates a position first must not change results.
+        cached = CachedEvaluator(evaluate, config.evaluation_cache) if config.evaluation_cache else evaluate
+        return play_games(game, config, shares[k], game_seeds, slots, derive_seed(search_seed, k), cached)
 
     if threads == 1:
         parts = [play_share(0)]

@@ -1,0 +1,114 @@
+"""Inference copies of trained networks: what self-play and rollouts run between updates.
+
+A network being trained stays in float32 for its gradients; the copy that only predicts
+can be cheaper. `InferenceCopy(network, precision)` is a frozen eval-mode copy with
+batch norms folded into the convolution or linear layer before them, its weights in
+the chosen precision and convolutions in channels-last memory (oneDNN's fast layout);
+`sync(network)` refreshes it after training steps, and calling it takes and returns
+float32 tensors like the network.
+
+    fast = InferenceCopy(network, precision="auto")     # bf16 where the CPU computes it natively
+    with torch.inference_mode():
+        logits, values = fast(observations, masks)
+    ...train network...
+    fast.sync(network)
+
+Precision "auto" means bfloat16 on CPUs with native bf16 arithmetic (AMX or AVX512-BF16,
+where oneDNN runs bf16 convolutions and matmuls several times faster than float32) and
+float32 elsewhere; "float32" and "bfloat16" force one. bf16 keeps 8 bits of mantissa:
+policies and values move by about 1e-3 (`bench/bench_inference.py` prints the error).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import fx, nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
+
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def native_bf16() -> bool:
+    """Does this CPU compute bfloat16 natively (AMX tiles or AVX512-BF16)?"""
+    cpu = getattr(torch, "cpu", None)
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(cpu, name, lambda: False)() for name in checks)
+
+
+def resolve_precision(precision: str, device: torch.device | str = "cpu") -> torch.dtype:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cpu" and native_bf16() else torch.float32
+    return torch.bfloat16 if precision == "bfloat16" else torch.float32
+
+
+def fold_batch_norms(network: nn.Module) -> nn.Module:
+    """An eval-mode copy of `network` whose batch norms that directly follow a Conv2d or
+    Linear (and are that layer's only user) are folded into it: one op instead of two,
+    the same function up to float rounding. Networks torch.fx cannot trace are returned
+    as an unfolded eval copy."""
+    network = copy.deepcopy(network).eval()
+    try:
+        graph_module = fx.symbolic_trace(network)
+    except Exception:  # data-dependent control flow: fold nothing, stay correct
+        return network
+    modules = dict(graph_module.named_modules())
+    folds = {nn.BatchNorm2d: (nn.Conv2d, fuse_conv_bn_eval), nn.BatchNorm1d: (nn.Linear, fuse_linear_bn_eval)}
+    for node in list(graph_module.graph.nodes):
+        norm = modules.get(node.target) if node.op == "call_module" else None
+        if type(norm) not in folds or norm.running_mean is None:
+            continue
+        source = node.args[0]
+        layer_type, fuse = folds[type(norm)]
+        layer = modules.get(source.target) if isinstance(source, fx.Node) and source.op == "call_module" else None
+        if type(layer) is not layer_type or len(source.users) != 1:
+            continue
+        _replace_module(graph_module, source.target, fuse(layer, norm))
+        node.replace_all_uses_with(source)
+        graph_module.graph.erase_node(node)
+    graph_module.graph.lint()
+    graph_module.recompile()
+    graph_module.delete_all_unused_submodules()
+    return graph_module
+
+
+def _replace_module(root: nn.Module, qualified_name: str, module: nn.Module) -> None:
+    parent_name, _, name = qualified_name.rpartition(".")
+    setattr(root.get_submodule(parent_name) if parent_name else root, name, module)
+
+
+class InferenceCopy:
+    """A frozen copy of a network for inference (see the module docstring)."""
+
+    def __init__(self, network: nn.Module, precision: str = "auto"):
+        device = next(network.parameters()).device
+        self.dtype = resolve_precision(precision, device)
+        self.precision = precision
+        self.sync(network)
+
+    def sync(self, network: nn.Module) -> None:
+        """Take `network`'s current weights (call after its training steps)."""
+        model = fold_batch_norms(network)
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+        self.channels_last = any(isinstance(module, nn.Conv2d) for module in model.modules())
+        model = model.to(self.dtype)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+
+    def _prepare(self, tensor: torch.Tensor) -> torch.Tensor:
+        if not tensor.is_floating_point():
+            return tensor
+        tensor = tensor.to(self.dtype)
+        return tensor.contiguous(memory_format=torch.channels_last) if self.channels_last and tensor.dim() == 4 else tensor
+
+    def __call__(self, *inputs: torch.Tensor):
+        outputs = self.model(*(self._prepare(tensor) for tensor in inputs))
+        if isinstance(outputs, torch.Tensor):
+            return outputs.float()
+        floats = [output.float() for output in outputs]
+        return type(outputs)(*floats) if hasattr(outputs, "_fields") else tuple(floats)  # named tuples too

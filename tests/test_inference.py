@@ -1,0 +1,100 @@
+"""puffercore.inference: inference copies of networks (batch norms folded, bf16)."""
+
+import pytest
+import torch
+from torch import nn
+
+from puffercore.inference import InferenceCopy, fold_batch_norms, native_bf16, resolve_precision
+
+
+def randomize_norms(network: nn.Module) -> nn.Module:
+    """Batch norms with statistics far from the identity, so a wrong fold shows."""
+    generator = torch.Generator().manual_seed(0)
+    for module in network.modules():
+        if isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            size = module.num_features
+            module.running_mean.copy_(torch.rand(size, generator=generator) * 2 - 1)
+            module.running_var.copy_(torch.rand(size, generator=generator) + 0.5)
+            module.weight.data.copy_(torch.rand(size, generator=generator) + 0.5)
+            module.bias.data.copy_(torch.rand(size, generator=generator) - 0.5)
+    return network.eval()
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(2, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.shared = nn.Conv2d(8, 8, 1)  # its output feeds the norm and the residual: not foldable
+        self.shared_norm = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8 * 6 * 7, 3)
+
+    def forward(self, x, mask):
+        x = torch.relu(self.norm(self.conv(x)))
+        y = self.shared(x)
+        x = torch.relu(self.shared_norm(y) + y)
+        return self.head(x.flatten(1)).masked_fill(~mask, -1e9), x.mean(dim=(1, 2, 3))
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(5, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def norms(network):
+    return sum(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) for m in network.modules())
+
+
+def test_folded_networks_compute_the_same_function():
+    x, mask = torch.randn(16, 2, 6, 7), torch.rand(16, 3) > 0.3
+    conv = randomize_norms(ConvNet())
+    folded = fold_batch_norms(conv)
+    assert norms(folded) == 1  # the shared conv's norm stays
+    for ours, theirs in zip(folded(x, mask), conv(x, mask)):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+    dense = randomize_norms(mlp())
+    assert norms(fold_batch_norms(dense)) == 0
+    inputs = torch.randn(8, 5)
+    torch.testing.assert_close(fold_batch_norms(dense)(inputs), dense(inputs), rtol=1e-4, atol=1e-5)
+    assert norms(dense) == 1 and not dense.training  # the original is untouched
+
+
+def test_untraceable_networks_are_copied_unfolded():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer, self.norm = nn.Linear(3, 3), nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.norm(self.layer(x)) if x.sum() > 0 else x  # data-dependent: fx cannot trace it
+
+    network = randomize_norms(Branchy())
+    copy = fold_batch_norms(network)
+    assert norms(copy) == 1
+    inputs = torch.ones(4, 3)
+    torch.testing.assert_close(copy(inputs), network(inputs))
+
+
+def test_inference_copy_matches_the_network_and_follows_its_training():
+    network = randomize_norms(ConvNet())
+    x, mask = torch.randn(16, 2, 6, 7), torch.rand(16, 3) > 0.3
+    exact = InferenceCopy(network, "float32")
+    low = InferenceCopy(network, "bfloat16")
+    with torch.inference_mode():
+        for ours, theirs in zip(exact(x, mask), network(x, mask)):
+            assert ours.dtype == torch.float32
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+        logits, values = low(x, mask)
+    assert logits.dtype == values.dtype == torch.float32 and low.dtype == torch.bfloat16
+    legal = mask.nonzero(as_tuple=True)
+    torch.testing.assert_close(logits[legal], network(x, mask)[0][legal].detach(), rtol=0.05, atol=0.05)
+    with torch.no_grad():
+        network.head.bias += 1.0
+    stale = exact(x, mask)[0]
+    exact.sync(network)
+    torch.testing.assert_close(exact(x, mask)[0][legal], stale[legal] + 1.0, rtol=1e-4, atol=1e-4)
+
+
+def test_precision_is_checked_and_auto_follows_the_cpu():
+    assert resolve_precision("auto", "cpu") == (torch.bfloat16 if native_bf16() else torch.float32)
+    assert resolve_precision("float32") == torch.float32 and resolve_precision("bfloat16") == torch.bfloat16
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision("fp16")
