@@ -17,12 +17,7 @@ import puffercore.vector
 from puffercore.testing import CountingEnv
 
 
-def run_python(code: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=120, **kwargs)
-
-
-def test_views_stay_readable_after_close_and_garbage_collection():
+def test_views_stay_readable_after_close_and_garbage_collection(run_python):
     # In a subprocess: reading freed memory segfaults, which must fail this test, not kill pytest.
     result = run_python("""
         import gc
@@ -99,6 +94,50 @@ def test_envs_raising_in_two_workers_at_once_leave_no_stale_message():
         assert info["episodes"] == 2 and info["episode_length"] == 2
     finally:
         vec.close()
+
+
+def test_infos_and_errors_larger_than_a_pipe_buffer_reach_the_caller(run_python):
+    # A worker used to write its message before marking the command done: one larger than
+    # the pipe's buffer (~200 KB) waited for a caller that was waiting for the worker.
+    result = run_python("""
+        import numpy as np
+        import puffercore.vector
+        from puffercore.testing import CountingEnv
+
+        KEYS = 20_000  # ~400 KB pickled
+
+        class LargeInfo(CountingEnv):
+            def step(self, actions):
+                *results, _ = super().step(actions)
+                return (*results, {"episodes": 1.0, **{f"key_{i}": float(i) for i in range(KEYS)}})
+
+        class LargeError(CountingEnv):
+            def step(self, actions):
+                raise ValueError("x" * 1_000_000)
+
+        actions = np.ones(2, dtype=np.int64)
+        vec = puffercore.vector.make(LargeInfo, 2, backend="processes", num_workers=2, start_method="fork",
+                                     timeout=60)
+        vec.reset(seed=0)
+        for _ in range(3):
+            info = vec.step(actions)[4]
+            assert len(info) == KEYS + 1 and info["episodes"] == 2 and info[f"key_{KEYS - 1}"] == KEYS - 1
+        vec.close()
+
+        vec = puffercore.vector.make(LargeError, 2, backend="processes", num_workers=2, start_method="fork",
+                                     timeout=60)
+        vec.reset(seed=0)
+        try:
+            vec.step(actions)
+        except RuntimeError as error:
+            assert "x" * 1_000_000 in str(error) and str(error).count("raised in worker") == 2, str(error)[:300]
+        else:
+            raise AssertionError("the envs' errors were lost")
+        assert vec.reset()[0].shape == (2, 3)  # no stale message left on a pipe
+        vec.close()
+        print("ok")
+    """)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
 class HangsInEnv1(CountingEnv):

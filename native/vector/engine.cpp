@@ -47,7 +47,17 @@ Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_work
   dispatched_.reserve(num_units);
   for (int w = 0; w < num_workers; w++) {
     Worker* worker = workers_[w].get();
-    worker->thread = std::thread([this, worker] { worker_loop(worker); });
+    try {
+      worker->thread = std::thread([this, worker] { worker_loop(worker); });
+    } catch (const std::exception& error) {
+      // The OS refused a thread (limits on threads or memory). No destructor runs for a
+      // constructor that throws, and a joinable std::thread destroyed unjoined calls
+      // std::terminate: stop and join the started workers here.
+      close();
+      throw std::runtime_error("engine: could not start worker thread " + std::to_string(w + 1) +
+                               " of num_workers=" + std::to_string(num_workers) + " (" + error.what() +
+                               "); the " + std::to_string(w) + " already started were stopped");
+    }
     if (!cpus.empty()) {
       cpu_set_t set;
       CPU_ZERO(&set);
@@ -67,7 +77,8 @@ void Engine::close() {
     worker->signal.fetch_add(1, std::memory_order_release);
     worker->signal.notify_one();
   }
-  for (auto& worker : workers_) worker->thread.join();
+  for (auto& worker : workers_)
+    if (worker->thread.joinable()) worker->thread.join();  // not, if its start failed
 }
 
 void Engine::worker_loop(Worker* worker) {

@@ -36,7 +36,9 @@ class Engine {
   // `envs` is an array of `num_envs` env structs laid out per `spec`, already bound
   // to their buffers; the engine never owns it. `num_units` must divide `num_envs`
   // and be a multiple of `num_workers`. `cpus`, if not empty, pins worker i to
-  // cpus[i % cpus.size()].
+  // cpus[i % cpus.size()]. When the OS refuses a worker thread it throws
+  // std::runtime_error naming it, with the workers already started joined.
+  // Not thread-safe: one caller at a time (the Python vector refuses a second caller).
   Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
          int64_t spin_ns, std::vector<int> cpus);
   ~Engine();

@@ -1,10 +1,12 @@
 """Pieces every vector backend shares: building sub-envs from a user's creator,
-argument checks, merging infos, and the batches recv() returns."""
+argument checks, merging infos, the batches recv() returns, and the guard that keeps
+two threads out of one vector env."""
 
 from __future__ import annotations
 
 import functools
 import operator
+import threading
 from typing import Any, Callable
 
 import gymnasium
@@ -265,16 +267,79 @@ def _step_info(env: PufferEnv) -> dict:
     return env.step(env.actions)[4]
 
 
+# The public calls of a vector env: one runs at a time (see VectorEnv).
+EXCLUSIVE_CALLS = ("reset", "step", "async_reset", "send", "recv", "render", "close")
+
+
+class CallGuard:
+    """The public call of one vector env now running, and its thread."""
+
+    __slots__ = ("lock", "thread", "call")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.thread: int | None = None
+        self.call: str | None = None
+
+
+def exclusive(method: Callable) -> Callable:
+    """`method` of a vector env, refused with a RuntimeError while another of its public
+    calls runs. The engines keep no lock on their hot path (atomics hand the work over),
+    so two callers at once would race on the same envs and buffers: the threads engine
+    hangs, or frees envs a stepping caller still uses. A call made inside another on
+    the same thread (step's send and recv) runs, except close(): a signal handler or
+    callback must not free what the interrupted call is stepping."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        guard = self._call_guard
+        if not guard.lock.acquire(blocking=False):
+            running, this_thread = guard.call, guard.thread == threading.get_ident()
+            if this_thread and name != "close":
+                return method(self, *args, **kwargs)
+            vector = type(self).__name__
+            raise RuntimeError(
+                f"{vector}.{name}() called while {vector}.{running or 'another call'}() is running in "
+                f"{'this' if this_thread else 'another'} thread: a vector env serves one call at a time; make "
+                "its calls from one thread, or hold a lock around them"
+            )
+        guard.thread, guard.call = threading.get_ident(), name
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            guard.thread = guard.call = None
+            guard.lock.release()
+
+    call.exclusive = True
+    return call
+
+
 class VectorEnv(PufferEnv):
     """What every backend shares: reset/step on top of its async_reset/send/recv, and
     the call-order checks, so all backends fail alike. A backend sets `batch_size` and
-    `num_creator_envs` (envs made by the creator; `num_envs` counts their sub-envs)."""
+    `num_creator_envs` (envs made by the creator; `num_envs` counts their sub-envs).
+
+    Every backend's EXCLUSIVE_CALLS are wrapped in `exclusive` when its class is made:
+    one thread at a time; a second caller gets a RuntimeError, never a wait."""
 
     batch_size: int
     num_creator_envs: int
     _closed = False
     _has_reset = False
     _failure: str | None = None  # what broke the last batch (set by a backend); a reset clears it
+
+    def __new__(cls, *args, **kwargs):
+        vector = super().__new__(cls)
+        vector._call_guard = CallGuard()  # before __init__, so no call ever finds it missing
+        return vector
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in EXCLUSIVE_CALLS:
+            method = getattr(cls, name)
+            if not getattr(method, "exclusive", False):  # inherited from a class wrapped already
+                setattr(cls, name, exclusive(method))
 
     def _adopt_spaces(self, env: PufferEnv) -> None:
         """Take the per-row spaces (and observation/action trees) of one of our envs."""

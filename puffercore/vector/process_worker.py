@@ -154,15 +154,17 @@ def worker_main(worker: int, config: dict, connection) -> None:
                         infos.append(info)
             else:
                 infos = step()
-            if infos:
-                # One merged dict (exact: merge_infos weighs by episodes): small enough
-                # that the send never waits for the caller, who reads it once we finish.
-                connection.send(("info", merge_infos(infos)))
-            finish(seq, OK, 1 if infos else 0)
+            # One merged dict (exact: merge_infos weighs by episodes).
+            message = ("info", merge_infos(infos)) if infos else None
+            status = OK
         except BaseException:
             failed = first_env + step.failed if command == STEP else current
-            connection.send(("error", (failed, traceback.format_exc())))
-            finish(seq, ERROR, 0)
+            message, status = ("error", (failed, traceback.format_exc())), ERROR
+        # Done first, then the message: a message larger than the pipe's buffer blocks the
+        # send until the caller reads it, which it does once it sees the command done.
+        finish(seq, status, 1 if status == OK and message is not None else 0)
+        if message is not None:
+            connection.send(message)
         finished_at = time.perf_counter()
     for env in envs:
         env.close()

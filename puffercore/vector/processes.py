@@ -11,10 +11,13 @@ Words, per worker w at WORDS_PER_WORKER * w:
   COMMAND       STEP / RESET / CLOSE
   DONE_SEQ      set to COMMAND_SEQ by the worker when the command is finished
   STATUS        OK, or ERROR when the command raised (details follow on the pipe)
-  HAS_INFO      1 when the worker sent an info dict on the pipe for this command
+  HAS_INFO      1 when an info dict follows on the pipe for this command
   HAS_SEED, SEED_LOW, SEED_HIGH   a RESET's seed, when it has one
 and one global word, COMPLETED, bumped by every worker that finishes a command: the
-caller sleeps on it while it waits for any worker.
+caller sleeps on it while it waits for any worker. A worker marks a command done
+before it writes the command's message, and the caller reads the message as soon as it
+sees the command done: a message of any size passes through the pipe, and neither side
+waits on the other to finish first.
 
 This module is the caller's side; the worker's (the segment's layout and words, the
 worker loop) is `puffercore.vector.process_worker`.
@@ -181,14 +184,16 @@ class Processes(VectorEnv):
             raise
 
     # ---- protocol -------------------------------------------------------------------
-    def _receive(self, worker: int, timeout: float):
+    def _receive(self, worker: int, timeout: float | None):
+        """The next message of `worker`, waiting up to `timeout` seconds (None: as long
+        as the worker lives)."""
         connection, process = self._connections[worker], self._processes[worker]
-        deadline = time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         while not connection.poll(LIVENESS_PERIOD):
             # A worker may send its last words and exit between the poll and this check.
             if not process.is_alive() and not connection.poll():
                 raise RuntimeError(f"worker {worker} (pid {process.pid}) died with {_exit_status(process)}")
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
         try:
             return connection.recv()
@@ -272,14 +277,15 @@ class Processes(VectorEnv):
     def _absorb(self, worker: int, errors: list) -> bool:
         """Read what a finished worker sent: its infos, or its error (appended to
         `errors`, its infos dropped); True on an error."""
+        # The worker writes its message right after marking the command done: wait for it
+        # as long as the worker lives, however long a large message takes.
         base = worker * WORDS_PER_WORKER
         if self._words.load(base + STATUS) == ERROR:
-            _, (env_index, text) = self._receive(worker, timeout=10.0)
+            _, (env_index, text) = self._receive(worker, timeout=None)
             errors.append((worker, env_index, text))
             return True
         if self._words.load(base + HAS_INFO):
-            # Sent whole before the worker marked the command done: read it without a poll.
-            _, info = self._connections[worker].recv()
+            _, info = self._receive(worker, timeout=None)
             self._pending_infos.append(info)
         return False
 

@@ -77,9 +77,13 @@ class Threads(VectorEnv):
         self.envs_per_unit = num_envs // num_units
         self.rows_per_unit = self.num_agents // num_units
         self.units_per_batch = num_workers
-        self._engine = ThreadEngine(
-            env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_NANOSECONDS, cpus
-        )
+        try:  # the OS may refuse threads: RuntimeError naming the one that failed
+            self._engine = ThreadEngine(
+                env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_NANOSECONDS, cpus
+            )
+        except BaseException:
+            env.close()
+            raise
         env.stepped_by = type(self).__name__  # env.close() refuses while the engine holds its array
         self._units = np.empty(num_units, dtype=np.int32)
         self._ready: collections.deque[int] = collections.deque()  # reset but not yet returned
