@@ -149,16 +149,18 @@ def test_self_play_examples_are_legal_and_targets_match_each_mover():
 def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order():
     """Two threads search at once; what they store is what their shares give when played
     one after the other (no interference), ordered by game number."""
-    threaded = Trainer(tiny_config(self_play_threads=2, games_per_iteration=7, parallel_games=4))
+    settings = dict(self_play_threads=2, games_per_iteration=7, parallel_games=4, inference_precision="float32",
+                    evaluation_cache=0)
+    threaded = Trainer(tiny_config(**settings))
     threaded.self_play()
-    sequential = Trainer(tiny_config(self_play_threads=2, games_per_iteration=7, parallel_games=4))
+    sequential = Trainer(tiny_config(**settings))
     seed = derive_seed(sequential.seeds["self_play"], 0)
     game_seeds = [derive_seed(sequential.seeds["games"], number) for number in range(7)]
     evaluate = make_evaluator(sequential.network.eval())
     games = [game for k in range(2) for game in play_games(sequential.game, sequential.config, range(k, 7, 2), game_seeds,
                                                             2, derive_seed(seed, k), evaluate)]
-    assert sorted(number for number, _, _ in games) == list(range(7))
-    for number, history, returns in sorted(games, key=lambda game: game[0]):
+    assert sorted(number for number, _, _, _ in games) == list(range(7))
+    for number, history, returns, _ in sorted(games, key=lambda game: game[0]):
         sequential.replay.add_game(history, returns)
     count = len(threaded.replay)
     assert count == len(sequential.replay) == threaded.counters["positions"]
@@ -424,3 +426,28 @@ def test_self_play_is_the_same_with_and_without_the_evaluation_cache():
     state, other = with_cache.replay.state_dict(), without.replay.state_dict()
     for name in ("observations", "policies", "values"):
         np.testing.assert_array_equal(state[name], other[name])
+
+
+def test_value_targets_mix_the_game_result_with_the_search_value():
+    buffer = ReplayBuffer(8, (1,), 2, 2)
+    history = [(np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([0.2, -0.2]), False),
+               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 1, np.array([0.6, -0.6]), False),
+               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([-1.0, 1.0]), True)]
+    buffer.add_game(history, np.array([1.0, -1.0]), search_value_weight=0.25)
+    np.testing.assert_allclose(buffer.values[:3], [[0.8, -0.8],                 # 0.75 * 1 + 0.25 * 0.2
+                                                   [-0.9, 0.9],                 # player 1's view of (0.9, -0.9)
+                                                   [-1.0, 1.0]], rtol=1e-6)     # proven: exact, whatever the game gave
+    buffer.add_game([], np.array([1.0, -1.0]))  # a game without a recorded position adds nothing
+    assert len(buffer) == 3
+
+
+def test_playout_cap_randomization_records_only_full_searches():
+    full = Trainer(tiny_config(games_per_iteration=8, parallel_games=8))
+    capped = Trainer(tiny_config(games_per_iteration=8, parallel_games=8, full_search_fraction=0.3,
+                                 fast_simulations=2))
+    full_stats, capped_stats = full.self_play(), capped.self_play()
+    assert full_stats["self_play/recorded_positions"] == 8 * full_stats["self_play/game_length"]
+    share = capped_stats["self_play/recorded_positions"] / (8 * capped_stats["self_play/game_length"])
+    assert 0.05 < share < 0.6 and len(capped.replay) == capped_stats["self_play/recorded_positions"]
+    with pytest.raises(ValueError, match="full_search_fraction"):
+        tiny_config(full_search_fraction=0.0)

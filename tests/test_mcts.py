@@ -478,3 +478,35 @@ def test_solver_is_off_in_chance_games():
     assert mcts.proven_value(0) is None and mcts.visit_counts(0).sum() == 200
     with pytest.raises(TypeError, match="solve must be a bool"):
         BatchedMCTS(Connect4(), 1, solve="yes")
+
+
+def test_per_game_simulations_and_noise():
+    states = [Connect4().new_state() for _ in range(3)]
+    mcts = BatchedMCTS(Connect4(), 3, num_simulations=50, seed=0)
+    policies = mcts.search(states, uniform_evaluator, simulations=[50, 10, 1], noise=[True, False, False])
+    assert [int(mcts.visit_counts(i).sum()) for i in range(3)] == [50, 10, 1]
+    assert np.allclose(policies.sum(axis=1), 1.0)
+    # Without noise the search is the noise-free search: equal to one with dirichlet_epsilon 0.
+    quiet = BatchedMCTS(Connect4(), 1, num_simulations=10, dirichlet_epsilon=0.0, seed=0)
+    quiet.search(states[:1], uniform_evaluator)
+    np.testing.assert_array_equal(mcts.visit_counts(1), quiet.visit_counts(0))
+    with pytest.raises(ValueError, match=r"simulations\[0\]"):
+        mcts.search(states, uniform_evaluator, simulations=[51, 1, 1])
+    with pytest.raises(ValueError, match="simulations must have batch_size=3"):
+        mcts.search(states, uniform_evaluator, simulations=[1, 1])
+
+
+def test_root_value_is_the_mean_backed_up_value_and_exact_once_proven():
+    def half(observations, legal_masks):  # the mover always expects to score 0.5
+        priors, values = uniform_evaluator(observations, legal_masks)
+        values[:, 0], values[:, 1] = 0.5, -0.5
+        return priors, values
+
+    mcts = BatchedMCTS(Connect4(), 1, num_simulations=20, seed=0, dirichlet_epsilon=0.0)
+    mcts.search([Connect4().new_state()], half)
+    value = mcts.root_value(0)
+    assert value.shape == (2,) and value[0] == pytest.approx(-value[1]) and -0.5 <= value[0] <= 0.5
+    winning = play(Connect4(), WIN_IN_ONE)
+    mcts.reset(0)
+    mcts.search([winning], half)
+    np.testing.assert_array_equal(mcts.root_value(0), [1.0, -1.0])

@@ -121,11 +121,12 @@ static float sample_gamma(PcRng* rng, float alpha) {
     }
 }
 
-/* root_priors = (1 - eps) * prior + eps * Dirichlet(alpha), fresh for every search. */
+/* root_priors = (1 - eps) * prior + eps * Dirichlet(alpha), fresh for every search
+ * (eps 0 for a search without noise). */
 static void draw_root_noise(const Mcts* m, MctsTree* t) {
     const MctsNode* root = &t->nodes[0];
     const MctsNode* children = &t->nodes[root->first_child];
-    float eps = m->config.dirichlet_epsilon;
+    float eps = t->root_noise ? m->config.dirichlet_epsilon : 0.0f;
     float* noise = t->root_priors; /* gamma draws first, mixed in place below */
     float total = 0.0f;
     for (int32_t k = 0; k < root->num_children; k++) {
@@ -211,15 +212,16 @@ void mcts_drop_tree(Mcts* m, int32_t i) {
     m->trees[i].searching = 0;
 }
 
-void mcts_set_root(Mcts* m, int32_t i, const void* state) {
+void mcts_set_root(Mcts* m, int32_t i, const void* state, int32_t simulations, int32_t noise) {
     MctsTree* t = &m->trees[i];
     if (t->num_nodes == 0 || memcmp(t->root_state, state, m->game->state_size) != 0) {
         memcpy(t->root_state, state, m->game->state_size);
         plant_root(t);
     }
-    t->simulations_left = m->config.num_simulations;
+    t->simulations_left = simulations;
     t->searching = 1;
-    t->noise_pending = 1;
+    t->root_priors_pending = 1;
+    t->root_noise = noise;
 }
 
 /* In chance games a node's children come from the sample that expanded it: a new root
@@ -386,8 +388,8 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             continue;
         }
         if (root_expanded) { /* the first round only expands the root; it is not a simulation */
-            if (t->noise_pending) draw_root_noise(m, t);
-            t->noise_pending = 0;
+            if (t->root_priors_pending) draw_root_noise(m, t);
+            t->root_priors_pending = 0;
             t->simulations_left--;
         }
         memcpy(t->leaf_state, t->root_state, game->state_size);
@@ -486,6 +488,12 @@ void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
     }
     /* Every visited move was proven lost before the others were tried: the likeliest other. */
     if (total == 0 && fallback >= 0) out[t->nodes[root->first_child + fallback].action] = 1;
+}
+
+void mcts_root_value(const Mcts* m, int32_t i, float* out) {
+    const MctsTree* t = &m->trees[i];
+    int32_t num_players = m->game->num_players(t->root_state);
+    for (int32_t p = 0; p < num_players; p++) out[p] = t->nodes[0].visits > 0 ? mean_value(&t->nodes[0], p) : 0.0f;
 }
 
 int mcts_root_proven(const Mcts* m, int32_t i, float* out) {

@@ -4,7 +4,7 @@
  * simulation per game per round, so the caller evaluates all B leaves with ONE network
  * call per round:
  *
- *     for each game i: mcts_set_root(m, i, state_i)
+ *     for each game i: mcts_set_root(m, i, state_i, simulations_i, noise_i)
  *     while (!mcts_search_done(m)) {
  *         n = mcts_select_leaves(m, obs, mask, rows_game);   // native: descend, fill rows
  *         priors, values = evaluate(obs[:n], mask[:n])        // caller: one batched call
@@ -74,7 +74,8 @@ typedef struct MctsTree {
     int32_t path_length;
     int32_t simulations_left;
     int32_t searching;
-    int32_t noise_pending;
+    int32_t root_priors_pending; /* root_priors are drawn at the first simulation of a search */
+    int32_t root_noise;          /* this search mixes Dirichlet noise into them */
     float value_low, value_high; /* bounds of the mean values seen (normalize_values) */
     PcRng rng; /* Dirichlet noise and temperature sampling */
 } MctsTree;
@@ -94,8 +95,10 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
                 const uint64_t* seeds /* [batch_size], one RNG per game */);
 void mcts_destroy(Mcts* m);
 
-/* Start a search of game i from `state`, keeping the tree when its root is that state. */
-void mcts_set_root(Mcts* m, int32_t i, const void* state);
+/* Start a search of game i from `state` with `simulations` (<= config.num_simulations,
+ * which sizes the pools) and root noise if `noise`, keeping the tree when its root is
+ * that state. */
+void mcts_set_root(Mcts* m, int32_t i, const void* state, int32_t simulations, int32_t noise);
 void mcts_drop_tree(Mcts* m, int32_t i);
 /* Move game i's root along `action` (legal at the root), keeping that subtree. */
 void mcts_advance(Mcts* m, int32_t i, int32_t action);
@@ -118,6 +121,8 @@ void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const in
  * solver, children proven lost for the mover count zero, and a proven root counts only
  * the children proven to keep its result (every winning move of a won position). */
 void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out);
+/* The root's mean backed-up value by seat, out[num_players] (its exact result once proven). */
+void mcts_root_value(const Mcts* m, int32_t i, float* out);
 /* 1 and the root's exact result by seat in out[num_players] when the solver proved it. */
 int mcts_root_proven(const Mcts* m, int32_t i, float* out);
 /* Mean backed-up value of each root child by seat, out[num_actions][width] (0 where unvisited). */

@@ -33,7 +33,7 @@ cdef extern from "mcts.h" nogil:
         MctsTree* trees
     int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, const uint64_t* seeds)
     void mcts_destroy(Mcts* m)
-    void mcts_set_root(Mcts* m, int32_t i, const void* state)
+    void mcts_set_root(Mcts* m, int32_t i, const void* state, int32_t simulations, int32_t noise)
     void mcts_drop_tree(Mcts* m, int32_t i)
     void mcts_advance(Mcts* m, int32_t i, int32_t action)
     int mcts_has_tree(const Mcts* m, int32_t i)
@@ -44,6 +44,7 @@ cdef extern from "mcts.h" nogil:
                             const float* priors, const float* values, int32_t value_width)
     void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out)
     int mcts_root_proven(const Mcts* m, int32_t i, float* out)
+    void mcts_root_value(const Mcts* m, int32_t i, float* out)
     void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width)
     int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature)
     int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
@@ -164,18 +165,33 @@ cdef class BatchedMCTS:
             raise RuntimeError("BatchedMCTS is in the middle of search(); the evaluator must not use it")
         return check_int(i, "i", 0, self.batch_size - 1)
 
-    def search(self, states, evaluator):
+    def search(self, states, evaluator, simulations=None, noise=None):
         """Search every game; `states[i]` None skips game i. Returns float32 [B, A]
-        visit-count policies (rows of skipped games are zero)."""
+        visit-count policies (rows of skipped games are zero).
+
+        `simulations`: per-game simulation counts (B ints in 1..num_simulations; default
+        num_simulations for all), e.g. KataGo's playout cap randomization: most moves a
+        cheap search, some a full one. `noise`: per-game bools, whether the root gets
+        Dirichlet noise (default all; a cheap search usually goes without)."""
         if self._busy:
             raise RuntimeError("BatchedMCTS is in the middle of search(); the evaluator must not use it")
         self._busy = True
         try:
-            return self._search(states, evaluator)
+            return self._search(states, evaluator, self._per_game(simulations, "simulations", self.num_simulations),
+                                self._per_game(noise, "noise", True))
         finally:
             self._busy = False
 
-    cdef object _search(self, states, evaluator):
+    def _per_game(self, values, name, default):
+        if values is None:
+            return [default] * self.batch_size
+        if len(values) != self.batch_size:
+            raise ValueError(f"{name} must have batch_size={self.batch_size} entries, got {len(values)}")
+        if name == "noise":
+            return [bool(value) for value in values]
+        return [check_int(value, f"simulations[{i}]", 1, self.num_simulations) for i, value in enumerate(values)]
+
+    cdef object _search(self, states, evaluator, simulations, noise):
         if len(states) != self.batch_size:
             raise ValueError(f"states must have batch_size={self.batch_size} entries, got {len(states)}")
         if not callable(evaluator):
@@ -191,7 +207,7 @@ cdef class BatchedMCTS:
             value_width = max(value_width, state.num_players)
         for i, state in enumerate(states):
             if state is not None:
-                mcts_set_root(&self.m, i, (<GameState>state).data)
+                mcts_set_root(&self.m, i, (<GameState>state).data, simulations[i], noise[i])
         self._active[:] = [state is not None for state in states]
 
         cdef float[:, ::1] observations = self._observations.reshape(self.batch_size, -1)
@@ -236,6 +252,17 @@ cdef class BatchedMCTS:
         values = np.zeros((self.game.num_actions, width), dtype=np.float32)
         cdef float[:, ::1] view = values
         mcts_root_values(&self.m, i, &view[0, 0], width)
+        return values
+
+    def root_value(self, i):
+        """float32 [num_players]: game i's root value by seat, the mean of what its last
+        search backed up (the exact result once the solver proved it), or None without a tree."""
+        root = self.root_state(i)
+        if root is None:
+            return None
+        values = np.zeros(root.num_players, dtype=np.float32)
+        cdef float[::1] view = values
+        mcts_root_value(&self.m, i, &view[0])
         return values
 
     def proven_value(self, i):
@@ -295,7 +322,7 @@ cdef class BatchedMCTS:
         mcts_drop_tree(&self.m, i)
         if state is not None:
             _check_state(self.game, state, "state")
-            mcts_set_root(&self.m, i, (<GameState>state).data)
+            mcts_set_root(&self.m, i, (<GameState>state).data, self.num_simulations, True)
             self.m.trees[i].searching = 0
 
     def root_state(self, i):

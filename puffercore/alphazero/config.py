@@ -46,6 +46,12 @@ class AlphaZeroConfig:
                                 "exactly, are never evaluated again and end a search early")
     dirichlet_alpha: float = _option(0.3, "Dirichlet noise concentration at the root")
     dirichlet_epsilon: float = _option(0.25, "weight of the root noise")
+    full_search_fraction: float = _option(1.0, "playout cap randomization (KataGo): the share of moves searched with "
+                                               "`simulations` and root noise and trained on; the others get "
+                                               "fast_simulations, no noise, and only move the game on")
+    fast_simulations: int = _option(16, "simulations of the cheap searches (full_search_fraction < 1)")
+    search_value_weight: float = _option(0.0, "value target = (1 - w) * game result + w * the root's search value "
+                                              "(a position the solver proved learns its exact result)")
     temperature_moves: int = _option(10, "moves sampled in proportion to visits (temperature 1); later ones argmax")
     max_moves: int = _option(0, "a game stops (scored by its returns so far) after this many moves; 0: the game's own bound")
     # training
@@ -79,7 +85,7 @@ class AlphaZeroConfig:
             raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
         check_seed(self.seed)
         positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
-                    "parallel_games", "simulations", "replay_capacity", "train_steps", "eval_games",
+                    "parallel_games", "simulations", "fast_simulations", "replay_capacity", "train_steps", "eval_games",
                     "eval_simulations", "baseline_simulations", "checkpoint_interval")
         non_negative = ("evaluation_cache", "blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
                         "weight_decay", "policy_loss_weight", "value_loss_weight")
@@ -97,6 +103,11 @@ class AlphaZeroConfig:
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        for name in ("full_search_fraction", "search_value_weight"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not self.full_search_fraction > 0:
+            raise ValueError("full_search_fraction must be > 0: some moves must be searched fully to train on")
         if not 0 <= self.dirichlet_epsilon <= 1 or not self.dirichlet_alpha > 0:
             raise ValueError("dirichlet_alpha must be > 0 and dirichlet_epsilon in [0, 1]")
         if self.eval_games % 2:

@@ -33,12 +33,20 @@ class ReplayBuffer:
             self.write_index = (self.write_index + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
 
-    def add_game(self, history: list, returns: np.ndarray) -> None:
-        """A finished game's positions: `history` holds (observation, legal mask, search
-        policy, player to move) per move; each learns the final `returns` from its mover's
-        seat."""
-        observations, legal_masks, policies, players = zip(*history)
-        self.extend(observations, legal_masks, policies, [value_targets(returns, player) for player in players])
+    def add_game(self, history: list, returns: np.ndarray, search_value_weight: float = 0.0) -> None:
+        """A finished game's recorded positions: `history` holds (observation, legal mask,
+        search policy, player to move, root search value by seat, proven) per position.
+        Each learns, from its mover's seat, the game's final `returns` mixed with its
+        search's root value, (1 - w) * returns + w * search value; a position the solver
+        proved learns its exact result alone."""
+        if not history:  # every move of the game had a cheap search
+            return
+        returns = np.asarray(returns, dtype=np.float32)
+        observations, legal_masks, policies, players, search_values, proven = zip(*history)
+        targets = [value_targets(search if exact else (1 - search_value_weight) * returns + search_value_weight * search,
+                                 player)
+                   for player, search, exact in zip(players, search_values, proven)]
+        self.extend(observations, legal_masks, policies, targets)
 
     def sample(self, rng: np.random.Generator, batch_size: int, symmetries=()) -> dict[str, torch.Tensor]:
         """`batch_size` examples drawn uniformly with replacement, as tensors. With the

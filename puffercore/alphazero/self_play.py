@@ -1,8 +1,13 @@
 """AlphaZero's self-play: games played by the batched native MCTS, every search round one
 network forward for all the games' leaves (inference on the CPU under no_grad).
 
+With playout cap randomization (KataGo; `full_search_fraction` < 1) a move gets the full
+search (`simulations`, root noise) with that probability and is recorded for training;
+the other moves get a cheap search (`fast_simulations`, no noise) that only plays the
+game on: more games, and so more game results, for the same evaluations.
+
     played = play_iteration(game, config, network, search_seed, game_seeds)
-    for history, returns in played: replay.add_game(history, returns)
+    for history, returns, moves in played: replay.add_game(history, returns, config.search_value_weight)
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from puffercore.seeding import derive_seed
 
 
 def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, search_seed: int,
-                   game_seeds: list[int]) -> list[tuple[list, np.ndarray]]:
-    """Play one iteration's games, game g from `game_seeds[g]`; returns (history, returns)
-    per game in game order, a history holding (observation, legal mask, search policy,
-    player to move) per move.
+                   game_seeds: list[int]) -> list[tuple[list, np.ndarray, int]]:
+    """Play one iteration's games, game g from `game_seeds[g]`; returns (history, returns,
+    moves played) per game in game order, a history holding (observation, legal mask, search policy,
+    player to move, root search value by seat, whether the solver proved it) per move
+    recorded for training (every full search).
 
     With self_play_threads = T, game g is played by thread g % T, each thread with its
     own batched search (seeded by `search_seed` and its index) over its share of
@@ -50,28 +56,32 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
         with ThreadPoolExecutor(threads) as pool:
             parts = list(pool.map(play_share, range(threads)))
     played = sorted((played_game for part in parts for played_game in part), key=lambda played_game: played_game[0])
-    return [(history, returns) for _, history, returns in played]
+    return [played_game[1:] for played_game in played]
 
 
 def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[int], slots: int, search_seed: int,
                evaluate) -> list[tuple]:
     """Play the games `numbers` (game g from `game_seeds[g]`), up to `slots` at once in one
-    batched search; returns (number, history, returns) per game, in the order they end.
+    batched search; returns (number, history, returns, moves played) per game, in the
+    order they end.
     A game stops at its end or after max_moves moves (scored by its returns so far)."""
     max_moves = config.max_moves or game.max_moves
     slots = min(slots, len(numbers))
+    full_search_draws = np.random.default_rng(search_seed)
     mcts = BatchedMCTS(game, slots, num_simulations=config.simulations, c_base=config.c_base,
                        c_init=config.c_init, normalize_values=config.normalize_values,
                        dirichlet_alpha=config.dirichlet_alpha,
                        dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, seed=search_seed)
     states: list = [None] * slots
     slot_games = [-1] * slots
+    moves_played = [0] * slots
     histories: list[list] = [[] for _ in range(slots)]
     to_start = iter(numbers)
     played = []
 
     def start_game(slot: int) -> None:  # the slot's next game, or None once all have started
         histories[slot] = []
+        moves_played[slot] = 0
         mcts.reset(slot)
         states[slot] = None
         number = next(to_start, None)
@@ -82,17 +92,23 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
     for slot in range(slots):
         start_game(slot)
     while any(state is not None for state in states):
-        policies = mcts.search(states, evaluate)
+        full = full_search_draws.random(slots) < config.full_search_fraction
+        simulations = np.where(full, config.simulations, min(config.fast_simulations, config.simulations))
+        policies = mcts.search(states, evaluate, simulations=simulations, noise=full)
         for slot, state in enumerate(states):
             if state is None:
                 continue
-            history = histories[slot]
-            history.append((state.observation(), state.legal_mask(), policies[slot], state.current_player()))
-            temperature = 1.0 if len(history) <= config.temperature_moves else 0.0
+            if full[slot]:
+                proven = mcts.proven_value(slot)
+                search_value = proven if proven is not None else mcts.root_value(slot)
+                histories[slot].append((state.observation(), state.legal_mask(), policies[slot],
+                                        state.current_player(), search_value, proven is not None))
+            moves_played[slot] += 1
+            temperature = 1.0 if moves_played[slot] <= config.temperature_moves else 0.0
             action = mcts.choose_action(slot, temperature)
             state.apply(action)
             mcts.advance(slot, action)
-            if state.is_terminal() or len(history) >= max_moves:
-                played.append((slot_games[slot], history, state.returns()))
+            if state.is_terminal() or moves_played[slot] >= max_moves:
+                played.append((slot_games[slot], histories[slot], state.returns(), moves_played[slot]))
                 start_game(slot)
     return played
