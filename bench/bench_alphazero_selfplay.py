@@ -1,10 +1,12 @@
-"""AlphaZero self-play throughput: positions searched per minute (self-play moves, each
-with a full search) by the trainer's self-play, the game's preset against the self-play
+"""AlphaZero throughput: positions searched per minute (self-play moves, each with a
+full search) by the trainer's self-play, the game's preset against the self-play
 of earlier versions (every technique off: float32 network, no MCTS-solver, no
 evaluation cache) and each
 technique alone, at the same simulations per move. Rows alternate round by round and
 each keeps its best: the first runs of a process pay torch's warm-up and this machine's
-noise is one-sided.
+noise is one-sided. Then the training side: gradient steps per second in float32 (the
+earlier trainer) and in the preset's precision (bf16 mixed precision where the CPU has
+it), on the replay the self-play filled.
 
     python bench/bench_alphazero_selfplay.py [--game connect4|azul] [--games N] [--checkpoint RUN]
 
@@ -42,6 +44,17 @@ def positions_per_minute(config: AlphaZeroConfig, network_state: dict | None) ->
     return (len(trainer.replay) - before) / (time.perf_counter() - start) * 60
 
 
+def train_steps_per_second(config: AlphaZeroConfig, replay, steps: int = 20) -> float:
+    trainer = Trainer(config)
+    trainer.replay = replay
+    trainer.train_step(replay.sample(trainer.replay_rng, config.batch_size))  # warm-up
+    batches = [replay.sample(trainer.replay_rng, config.batch_size, trainer.game.symmetries) for _ in range(steps)]
+    start = time.perf_counter()
+    for batch in batches:
+        trainer.train_step(batch)
+    return steps / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="connect4", choices=["connect4", "tictactoe", "azul"])
@@ -63,7 +76,15 @@ def main() -> None:
     config = AlphaZeroConfig.for_game(args.game, **overrides)
 
     best = dict.fromkeys(ROWS, 0.0)
+    filled = Trainer(config)
+    filled.self_play()
+    training = {"float32 (earlier)": dict(train_precision="float32"), "puffercore preset": {}}
+    steps = dict.fromkeys(training, 0.0)
     for _ in range(args.repeats):
+        for name, settings in training.items():
+            measured = train_steps_per_second(AlphaZeroConfig.for_game(args.game, **{**overrides, **settings}),
+                                              filled.replay)
+            steps[name] = max(steps[name], measured)
         for name, settings in ROWS.items():
             measured = positions_per_minute(AlphaZeroConfig.for_game(args.game, **{**overrides, **settings}),
                                             network_state)
@@ -75,6 +96,9 @@ def main() -> None:
     baseline = best["earlier (all three off)"]
     for name, value in best.items():
         print(f"  {name:30s} {value:10.0f} positions/min   {value / baseline:5.2f}x")
+    print(f"{args.game} training, batch {config.batch_size}, {config.torch_threads} torch threads")
+    for name, value in steps.items():
+        print(f"  {name:30s} {value:10.1f} steps/s         {value / steps['float32 (earlier)']:5.2f}x")
 
 
 if __name__ == "__main__":

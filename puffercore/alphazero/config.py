@@ -30,6 +30,8 @@ class AlphaZeroConfig:
                                              "iteration (0: none): over half of self-play's leaves repeat")
     inference_precision: str = _option("auto", "self-play and evaluation network precision: auto (bfloat16 where the "
                                                "CPU computes it natively, else float32), float32 or bfloat16")
+    train_precision: str = _option("auto", "training's forward and backward: auto (bf16 mixed precision where the CPU "
+                                           "computes it natively, else float32), float32 or bfloat16")
     torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")
     self_play_threads: int = _option(2, "threads playing self-play games at once, each with its own batched search")
     # network
@@ -97,8 +99,9 @@ class AlphaZeroConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.batch_size < 2:  # batch norm needs two examples to normalise over
             raise ValueError(f"batch_size must be >= 2, got {self.batch_size}")
-        if self.inference_precision not in PRECISIONS:
-            raise ValueError(f"inference_precision must be one of {PRECISIONS}, got {self.inference_precision!r}")
+        for name in ("inference_precision", "train_precision"):
+            if getattr(self, name) not in PRECISIONS:
+                raise ValueError(f"{name} must be one of {PRECISIONS}, got {getattr(self, name)!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if not self.learning_rate > 0:

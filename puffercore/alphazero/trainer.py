@@ -33,6 +33,7 @@ from puffercore.alphazero.network import build_network
 from puffercore.alphazero.replay import ReplayBuffer
 from puffercore.alphazero.self_play import play_iteration
 from puffercore.distributed import Group
+from puffercore.inference import resolve_precision
 from puffercore.logger import Logger, console_view
 from puffercore.seeding import derive_seed, named_seeds
 
@@ -56,10 +57,14 @@ class Trainer:
         torch.set_num_threads(config.torch_threads)
         torch.manual_seed(self.seeds["network"])
         self.network = build_network(config)
+        if self.network.convolutional:  # oneDNN's fast layout for CPU convolutions, bf16 above all
+            self.network.to(memory_format=torch.channels_last)
+        self.train_dtype = resolve_precision(config.train_precision)
         self.group.broadcast_parameters(self.network)
         parameters = self.network.parameters()
-        if config.optimizer == "adam":
-            self.optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
+        if config.optimizer == "adam":  # fused: one kernel for every parameter instead of a loop over them
+            self.optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay,
+                                               fused=True)
         else:
             self.optimizer = torch.optim.SGD(parameters, lr=config.learning_rate, momentum=0.9,
                                              weight_decay=config.weight_decay)
@@ -96,9 +101,14 @@ class Trainer:
         """One gradient step on a batch; returns the losses before the step."""
         config = self.config
         self.network.train()
-        logits, values = self.network(batch["observations"], batch["legal_masks"])
-        policy_loss = -(batch["policies"] * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
-        value_loss = F.mse_loss(values, batch["values"])
+        observations = batch["observations"]
+        if self.network.convolutional:
+            observations = observations.contiguous(memory_format=torch.channels_last)
+        # Mixed precision where the CPU computes bf16 natively: float32 weights and losses.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.train_dtype == torch.bfloat16):
+            logits, values = self.network(observations, batch["legal_masks"])
+        policy_loss = -(batch["policies"] * F.log_softmax(logits.float(), dim=1)).sum(dim=1).mean()
+        value_loss = F.mse_loss(values.float(), batch["values"])
         loss = config.policy_loss_weight * policy_loss + config.value_loss_weight * value_loss
         self.optimizer.zero_grad()
         loss.backward()
