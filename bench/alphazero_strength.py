@@ -9,8 +9,9 @@ solve), the game's own bots (greedy for Azul), and for Connect4 `openspiel`: Ope
 C++ MCTSBot with random-rollout simulations and solve=True (proven wins and losses
 propagate up its tree), the strongest public MCTS (`pip install open-spiel`).
 
-Prints one line per (agent simulations, opponent): win / draw / loss rates, the win rate
-in each seat (seat 0 moves first) and seconds.
+Prints one line per (agent simulations, opponent): win / draw / loss rates, the mean
+return margin over the other seats (Azul: points / 100), the win rate in each seat (seat
+0 moves first) and seconds. With more than 2 players the opponent plays every other seat.
 """
 
 import argparse
@@ -52,7 +53,8 @@ class OpenSpielMCTS:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="checkpoint.pt or its run directory")
-    parser.add_argument("--games", type=int, default=200, help="games per opponent (even: half in each seat)")
+    parser.add_argument("--games", type=int, default=200,
+                        help="games per opponent, an equal share in each of the agent's seats (a multiple of the players)")
     parser.add_argument("--simulations", type=int, nargs="+", default=[None],
                         help="agent's MCTS simulations per move, one or more (default: its evaluation setting)")
     parser.add_argument("--opponents", nargs="+", default=None,
@@ -62,11 +64,12 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     args = parser.parse_args()
-    if args.games < 2 or args.games % 2:
-        parser.error(f"--games must be even and >= 2, got {args.games}")
     torch.set_num_threads(args.threads)
 
     agent = AlphaZeroAgent.load(args.checkpoint)
+    players = agent.config.num_players
+    if args.games < players or args.games % players:
+        parser.error(f"--games must be a positive multiple of the {players} players, got {args.games}")
     opponents = {"random": RandomAgent,
                  "uct": lambda game_seed: MCTSBaseline(args.uct_simulations, seed=game_seed),
                  **GAME_OPPONENTS.get(agent.config.game, {})}
@@ -83,9 +86,10 @@ def main():
         for index, name in enumerate(chosen):
             start = time.perf_counter()
             rates = play_against(agent, opponents[name], args.games, derive_seed(args.seed, index), simulations)
+            seats = ", ".join(f"seat {seat}: {rates[f'win_seat{seat}']:.3f}" for seat in range(players))
             print(f"agent {simulations or agent.config.eval_simulations} simulations vs {name}: "
                   f"win {rates['win']:.3f}  draw {rates['draw']:.3f}  loss {rates['loss']:.3f}  "
-                  f"(wins in seat 0: {rates['win_seat0']:.3f}, seat 1: {rates['win_seat1']:.3f})  "
+                  f"margin {rates['margin']:+.3f}  (wins in {seats})  "
                   f"({args.games} games, {time.perf_counter() - start:.0f} s)", flush=True)
 
 

@@ -12,8 +12,8 @@ import torch
 
 from puffercore import checkpoint, run, seeding
 from puffercore.__main__ import main
-from puffercore.alphazero.agents import RandomAgent
-from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet
+from puffercore.alphazero.agents import GreedyAzulAgent, RandomAgent
+from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet, build_network
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.evaluation import AlphaZeroAgent, play_against
 from puffercore.alphazero.network import CachedEvaluator, make_evaluator
@@ -302,10 +302,23 @@ def test_agent_load_rejects_other_checkpoints(tmp_path):
 
 def test_play_against_reports_rates(trained_run):
     rates = play_against(AlphaZeroAgent.load(trained_run), RandomAgent, games=4, seed=0)
-    assert set(rates) == {"win", "draw", "loss", "win_seat0", "win_seat1"}
+    assert set(rates) == {"win", "draw", "loss", "margin", "win_seat0", "win_seat1"}
     assert rates["win"] + rates["draw"] + rates["loss"] == pytest.approx(1.0)
     # half the games in each seat
     assert rates["win"] == pytest.approx((rates["win_seat0"] + rates["win_seat1"]) / 2)
+
+
+def test_play_against_takes_every_seat_with_more_players():
+    config = AlphaZeroConfig.for_game("azul", num_players=3, channels=8, blocks=1, torch_threads=1, eval_games=3)
+    agent = AlphaZeroAgent(build_network(config), config)
+    rates = play_against(agent, lambda seed: GreedyAzulAgent(), games=3, seed=0, simulations=2)
+    assert set(rates) == {"win", "draw", "loss", "margin", "win_seat0", "win_seat1", "win_seat2"}
+    assert rates["win"] == pytest.approx(np.mean([rates[f"win_seat{seat}"] for seat in range(3)]))
+    assert rates["margin"] < 0  # an untrained network with 2 simulations against greedy bots
+    with pytest.raises(ValueError, match="multiple of num_players=3"):
+        play_against(agent, RandomAgent, games=4, seed=0)
+    with pytest.raises(ValueError, match="eval_games must be a multiple of num_players=3"):
+        AlphaZeroConfig.for_game("azul", num_players=3, eval_games=20)
 
 
 def run_play(*args, stdin: str):

@@ -68,7 +68,7 @@ class AlphaZeroConfig:
     value_loss_weight: float = _option(1.0, "weight of the value MSE")
     # evaluation and checkpoints
     eval_interval: int = _option(5, "evaluate every this many iterations (0: never)")
-    eval_games: int = _option(20, "games against each opponent, half in each seat")
+    eval_games: int = _option(20, "games against each opponent, an equal share in each seat")
     eval_simulations: int = _option(100, "agent's MCTS simulations per move in evaluation")
     baseline_simulations: int = _option(1000, "the MCTS baseline's simulations per move")
     checkpoint_interval: int = _option(1, "save a checkpoint every this many iterations")
@@ -113,8 +113,9 @@ class AlphaZeroConfig:
             raise ValueError("full_search_fraction must be > 0: some moves must be searched fully to train on")
         if not 0 <= self.dirichlet_epsilon <= 1 or not self.dirichlet_alpha > 0:
             raise ValueError("dirichlet_alpha must be > 0 and dirichlet_epsilon in [0, 1]")
-        if self.eval_games % 2:
-            raise ValueError(f"eval_games must be even (half in each seat), got {self.eval_games}")
+        if self.eval_games % self.num_players:
+            raise ValueError(f"eval_games must be a multiple of num_players={self.num_players} (an equal share in "
+                             f"each seat), got {self.eval_games}")
         game = GAMES[self.game]()
         if not game.min_players <= self.num_players <= game.max_players:
             raise ValueError(f"{self.game} takes {game.min_players}-{game.max_players} players, got num_players={self.num_players}")
@@ -149,6 +150,6 @@ PRESETS = {
                  self_play_threads=1,
                  normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,
                  batch_size=256, learning_rate=1e-3, train_steps=50, value_loss_weight=10.0, iterations=100_000,
-                 minutes=60, eval_interval=25, eval_games=20, eval_simulations=50, baseline_simulations=200,
+                 minutes=60, eval_interval=25, eval_games=24, eval_simulations=50, baseline_simulations=200,
                  checkpoint_interval=10),
 }

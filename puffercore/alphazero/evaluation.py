@@ -66,14 +66,21 @@ def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
                  simulations: int | None = None) -> dict[str, float]:
     """`games` games of the agent (`simulations` per move, default its evaluation setting)
     against `make_opponent(seed)` (an object with `act(state) -> action`, and optionally
-    `observe(action)`, told every move of its game, its own included), the agent in seat
-    0 in the first half and seat 1 in the second; all the agent's searches in one batch. Returns its win, draw and loss rates,
-    and its win rate in each seat (`win_seat0`, `win_seat1`): a first-mover edge hides in
-    the overall rate."""
+    `observe(action)`, told every move of its game, its own included), which plays every
+    other seat of its game. The agent takes each seat in turn for an equal share of the
+    games (seat 0 in the first, seat 1 in the next, ...); all its searches run in one
+    batch. Returns its win, draw and loss rates (a win: a return above every other
+    seat's), its win rate in each seat (`win_seat0`, ...: a first-mover edge hides in the
+    overall rate) and `margin`, its mean return minus the mean of the others' (Azul:
+    points / 100)."""
+    num_players = agent.config.num_players
+    if games % num_players:
+        raise ValueError(f"games must be a multiple of num_players={num_players} (the agent plays every seat), "
+                         f"got {games}")
     seeds = [derive_seed(seed, index) for index in range(games)]
     opponents = [make_opponent(game_seed) for game_seed in seeds]
-    agent_seats = [0 if index < games // 2 else 1 for index in range(games)]
-    states = [agent.game.new_state(seed=game_seed, num_players=agent.config.num_players) for game_seed in seeds]
+    agent_seats = [index * num_players // games for index in range(games)]
+    states = [agent.game.new_state(seed=game_seed, num_players=num_players) for game_seed in seeds]
     mcts = agent.search(games, simulations, seed=seed)
 
     def play(index: int, action: int) -> None:
@@ -95,12 +102,13 @@ def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,
         for index, state in enumerate(to_search):
             if state is not None:
                 play(index, mcts.choose_action(index, temperature=0.0))
-    outcomes = []
+    outcomes, margins = [], []
     for state, seat in zip(states, agent_seats):
         returns = state.returns()
-        best_other = np.delete(returns, seat).max()
-        outcomes.append(np.sign(returns[seat] - best_other))
+        others = np.delete(returns, seat)
+        outcomes.append(np.sign(returns[seat] - others.max()))
+        margins.append(returns[seat] - others.mean())
     outcomes, agent_seats = np.array(outcomes), np.array(agent_seats)
     return {"win": float((outcomes > 0).mean()), "draw": float((outcomes == 0).mean()),
-            "loss": float((outcomes < 0).mean()),
-            **{f"win_seat{seat}": float((outcomes[agent_seats == seat] > 0).mean()) for seat in (0, 1)}}
+            "loss": float((outcomes < 0).mean()), "margin": float(np.mean(margins)),
+            **{f"win_seat{seat}": float((outcomes[agent_seats == seat] > 0).mean()) for seat in range(num_players)}}
