@@ -464,3 +464,17 @@ def test_playout_cap_randomization_records_only_full_searches():
     assert 0.05 < share < 0.6 and len(capped.replay) == capped_stats["self_play/recorded_positions"]
     with pytest.raises(ValueError, match="full_search_fraction"):
         tiny_config(full_search_fraction=0.0)
+
+
+def test_cosine_learning_rate_decays_to_a_tenth_over_the_run():
+    trainer = Trainer(tiny_config(lr_decay="cosine", iterations=4, learning_rate=0.01))
+    rates = []
+    while not trainer.done():
+        rates.append(trainer.iterate()["train/learning_rate"])
+    assert rates[0] == pytest.approx(0.01) and all(a > b for a, b in zip(rates, rates[1:]))
+    assert trainer.learning_rate() == pytest.approx(0.001)
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(rates[-1])
+    constant = Trainer(tiny_config(iterations=2))
+    assert [constant.iterate()["train/learning_rate"] for _ in range(2)] == [constant.config.learning_rate] * 2
+    with pytest.raises(ValueError, match="lr_decay"):
+        tiny_config(lr_decay="linear")

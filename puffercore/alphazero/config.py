@@ -61,7 +61,9 @@ class AlphaZeroConfig:
     batch_size: int = _option(256, "examples per gradient step, sampled uniformly with replacement")
     train_steps: int = _option(100, "gradient steps per iteration")
     optimizer: str = _option("adam", "adam (AdamW) or sgd (with momentum 0.9)")
-    learning_rate: float = _option(1e-3, "optimizer learning rate")
+    learning_rate: float = _option(1e-3, "optimizer learning rate (at the start, with a decay)")
+    lr_decay: str = _option("constant", "learning rate over the run's progress (iterations or minutes): constant, "
+                                        "or cosine down to a tenth of learning_rate at the end")
     weight_decay: float = _option(1e-4, "weight decay")
     augment_symmetries: bool = _option(True, "train on positions seen through a random symmetry of the board (Connect4: mirror)")
     policy_loss_weight: float = _option(1.0, "weight of the policy cross-entropy")
@@ -104,6 +106,8 @@ class AlphaZeroConfig:
                 raise ValueError(f"{name} must be one of {PRECISIONS}, got {getattr(self, name)!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.lr_decay not in ("constant", "cosine"):
+            raise ValueError(f"lr_decay must be 'constant' or 'cosine', got {self.lr_decay!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         for name in ("full_search_fraction", "search_value_weight"):

@@ -18,6 +18,7 @@ flight, so a checkpoint between iterations resumes exactly.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 
@@ -117,11 +118,22 @@ class Trainer:
         self.counters["train_steps"] += 1
         return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/value": value_loss.item()}
 
+    def learning_rate(self) -> float:
+        """The rate for the next gradient steps: learning_rate, cosine-decayed to a tenth
+        over the run's progress with lr_decay="cosine"."""
+        rate = self.config.learning_rate
+        if self.config.lr_decay == "cosine":
+            rate *= 0.1 + 0.45 * (1.0 + math.cos(math.pi * self.progress()))
+        return rate
+
     def train(self) -> dict[str, float]:
+        rate = self.learning_rate()
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
         symmetries = self.game.symmetries if self.config.augment_symmetries else ()
         losses = [self.train_step(self.replay.sample(self.replay_rng, self.config.batch_size, symmetries))
                   for _ in range(self.config.train_steps)]
-        return {key: float(np.mean([entry[key] for entry in losses])) for key in losses[0]}
+        return {**{key: float(np.mean([entry[key] for entry in losses])) for key in losses[0]}, "train/learning_rate": rate}
 
     # evaluation -----------------------------------------------------------------------
 
