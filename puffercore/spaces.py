@@ -153,18 +153,24 @@ class SpaceTree:
         self.writer(out)(observation)
         return out
 
-    def writer(self, out: np.ndarray) -> Callable[[Any], None]:
+    def writer(self, out: np.ndarray, owner: str = "") -> Callable[[Any], None]:
         """`flatten` into a fixed `out` with its leaf views computed once: the adapters'
-        per-step path, a handful of `np.copyto` calls."""
+        per-step path, a handful of `np.copyto` calls. Each leaf must have its exact
+        shape (no broadcasting: a scalar for a Box(4,) is an env's bug, not 4 copies);
+        `owner` begins the error message (the adapters name their env)."""
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
         targets = list(zip(self.leaves, self._leaf_views(out, "out")))
         def write(observation: Any) -> None:
             for leaf, view in targets:
                 try:
-                    np.copyto(view, _get(observation, leaf.path), casting="same_kind")
+                    value = _get(observation, leaf.path)
+                    if np.shape(value) != view.shape:
+                        raise ValueError(f"its shape is {np.shape(value)}, expected {view.shape}")
+                    np.copyto(view, value, casting="same_kind")
                 except (KeyError, IndexError, TypeError, ValueError) as error:
-                    raise ValueError(f"observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
+                    raise ValueError(
+                        f"{owner}observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
 
         return write
 
