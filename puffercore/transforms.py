@@ -76,8 +76,8 @@ class RunningMeanStd:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if np.size(state["mean"]) != self.mean.size:
-            raise ValueError(f"these statistics are of {np.size(state['mean'])} values, this one keeps "
-                             f"{self.mean.size} (an observation row's columns, its action mask's excluded)")
+            raise ValueError(f"statistics of {np.size(state['mean'])} values do not fit these of {self.mean.size} "
+                             f"(of an observation row's columns other than an action mask's)")
         self.mean = np.array(state["mean"], np.float64).reshape(self.mean.shape)
         self.var = np.array(state["var"], np.float64).reshape(self.var.shape)
         self.count = float(state["count"])

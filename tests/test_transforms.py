@@ -341,6 +341,8 @@ def test_normalize_leaves_the_action_mask_bit_identical_and_normalizes_the_rest(
         np.testing.assert_allclose(got[:, others], (expected[:, others] - stats.mean) / np.sqrt(stats.var + 1e-8),
                                    rtol=1e-5, atol=1e-6)
     assert normalized.observation_stats.mean.shape == (4,)
+    with pytest.raises(ValueError, match="statistics of 7 values do not fit these of 4"):  # a whole row's
+        normalized.load_state_dict({"observations": RunningMeanStd((7,)).state_dict()})
     raw.close()
     normalized.close()
 
