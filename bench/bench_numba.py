@@ -26,7 +26,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # keep idle BLAS threads off
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # noqa: E402
 
 import puffercore.vector  # noqa: E402
-from compare_throughput import GymVector, RawEnvs, cartpole_v1, sync_rate  # noqa: E402  (bench/ is on sys.path)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # pytest and `puffercore bench` leave bench/ off it
+from compare_throughput import GymVector, RawEnvs, cartpole_v1, sync_rate  # noqa: E402
 from puffercore.ocean import CartPole  # noqa: E402
 
 PYTHON_ENVS = 64  # gymnasium's Python CartPole one env at a time: its rate does not depend on the count

@@ -17,8 +17,9 @@ pytest.importorskip("pytest_benchmark")
 STEPS = 32
 
 
-def cartpole_v1():
-    return gymnasium.make("CartPole-v1")
+# Not a function of this module: processes workers unpickle creators by module name, and
+# pytest imports this file as `bench.test_bench_vector`, which no worker can import.
+cartpole_v1 = functools.partial(gymnasium.make, "CartPole-v1")
 
 
 def action_batches(rows, dtype=np.int32):

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import runpy
+import shlex
 import sys
 
 import puffercore
@@ -136,13 +137,24 @@ def _new_env(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     class_name = "".join(part.capitalize() for part in args.name.split("_"))
     if args.numba:
         print(f"wrote {folder}/{args.name}.py (state fields, reset and step in Python, compiled by numba)\n"
-              f"train:  cd {folder} && puffercore train {args.name}:{class_name}\n"
+              f"train:  cd {shlex.quote(folder)} && puffercore train {args.name}:{class_name}\n"
               f"guide:  docs/authoring.md, \"Write your env in Python with Numba\"")
         return
     print(f"wrote {folder}: {args.name}.h (the env: struct, reset, step) and {args.name}.pyx (its binding)\n"
           f"build:  python -c \"from puffercore.build import build_env; build_env('{folder}/{args.name}.pyx')\"\n"
-          f"train:  cd {folder} && puffercore train {args.name}:{class_name}\n"
+          f"train:  cd {shlex.quote(folder)} && puffercore train {args.name}:{class_name}\n"
           f"guide:  docs/authoring.md (the env ABI, spaces, logs, tests)")
+
+
+def _import_from_working_directory() -> None:
+    """`module:attribute` envs import from the working directory, as `python -m puffercore`
+    has them (the console script's sys.path starts at its own bin/ folder): `new-env`'s
+    `cd maze && puffercore train maze:Maze`. Last on the path, unlike -m's first: a
+    source checkout's puffercore/ (no compiled extensions) must not shadow the installed
+    package in the worker processes that inherit the path."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
 
 
 def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -222,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    _import_from_working_directory()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # every command sets its handler(args, its parser)

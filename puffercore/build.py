@@ -41,7 +41,7 @@ def build_env(
     name = os.path.splitext(os.path.basename(pyx))[0]
     source_dir = os.path.dirname(pyx)
     output_dir = os.path.abspath(os.fspath(output_dir)) if output_dir is not None else source_dir
-    _refuse_shadowing(name, output_dir)
+    _refuse_shadowing(name, source_dir, output_dir)
     include_dirs = [puffercore.get_include(), source_dir]
     extension = Extension(
         name,
@@ -72,18 +72,28 @@ def build_env(
     return module
 
 
-def _refuse_shadowing(name: str, output_dir: str) -> None:
+def _refuse_shadowing(name: str, source_dir: str, output_dir: str) -> None:
     """The module is imported under its file name: refuse one that another importable
     module already has (json.pyx would replace sys.modules["json"]). A module of that
-    name in `output_dir` itself is an earlier build of this env, which may be rebuilt."""
+    name in `output_dir` itself is an earlier build of this env, which may be rebuilt;
+    a folder of that name that is the .pyx's own folder (my_env/ seen from its parent,
+    the README's layout: a namespace package to Python) is no module to shadow."""
     existing = sys.modules.get(name)
     try:
         spec = importlib.util.find_spec(name) if existing is None else existing.__spec__
     except (ImportError, ValueError):
         spec = None
+    if existing is None and spec is None:
+        return
     origin = getattr(spec, "origin", None) if spec is not None else getattr(existing, "__file__", None)
-    if (existing is not None or spec is not None) and not (
-            origin and os.path.dirname(os.path.abspath(origin)) == output_dir):
-        raise ValueError(f"pyx_path: its module name {name!r} (the file name) is already an importable module "
-                         f"({origin or 'built in'}); building it would shadow that module: rename the .pyx")
-
+    folders = {os.path.abspath(folder) for folder in (getattr(spec, "submodule_search_locations", None) or ())}
+    if origin is None and folders:  # a namespace package: folders without __init__.py
+        if folders == {source_dir}:
+            return
+        where = "the folder " + ", ".join(sorted(folders))
+    elif origin and os.path.dirname(os.path.abspath(origin)) == output_dir:
+        return
+    else:
+        where = {"built-in": "built into Python", "frozen": "frozen into Python"}.get(origin, origin) or "imported"
+    raise ValueError(f"pyx_path: its module name {name!r} (the file name) is already an importable module "
+                     f"({where}); building it would shadow that module: rename the .pyx")

@@ -56,6 +56,11 @@ def _numeric_items(info: dict) -> dict[str, float]:
     }
 
 
+def env_name(env: Any) -> str:
+    """How messages name a wrapped env: its registered id, else its class."""
+    return getattr(getattr(env, "spec", None), "id", None) or type(getattr(env, "unwrapped", env)).__name__
+
+
 def _instantiate(env_or_creator: Any, kind: type, argument: str, kind_name: str) -> Any:
     env = env_or_creator if isinstance(env_or_creator, kind) else None
     if env is None and callable(env_or_creator):
@@ -122,8 +127,9 @@ class GymnasiumEnv(Adapter):
     def __init__(self, env_or_creator: gymnasium.Env | Callable[[], gymnasium.Env], buffers: Buffers | None = None):
         env = _instantiate(env_or_creator, gymnasium.Env, "env_or_creator", "gymnasium.Env")
         self._wrap(env, env.observation_space, env.action_space, 1, buffers)
-        self._write_observation = self.observation_tree.writer(self.observations[0])
-        self._write_final_observation = self.observation_tree.writer(self.final_observations[0])
+        owner = f"env {env_name(env)}: "
+        self._write_observation = self.observation_tree.writer(self.observations[0], owner)
+        self._write_final_observation = self.observation_tree.writer(self.final_observations[0], owner)
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         observation, _ = self.env.reset(seed=self._begin(seed), options=options)
@@ -193,7 +199,9 @@ class PettingZooEnv(Adapter):
                     raise ValueError(f"all agents must share one {name}: {agent!r} differs from {first!r}")
         self._wrap(env, env.observation_space(first), env.action_space(first), int(max_agents), buffers)
         self._row = {agent: row for row, agent in enumerate(self.possible_agents)}
-        self._row_writers = [self.observation_tree.writer(self.observations[row]) for row in self._row.values()]
+        name = env_name(env)
+        self._row_writers = [self.observation_tree.writer(self.observations[row], f"env {name}, agent {agent!r}: ")
+                             for agent, row in self._row.items()]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         self._start_episode(seed=self._begin(seed), options=options)

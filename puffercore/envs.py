@@ -61,7 +61,9 @@ def make_vector(source: EnvSource, backend: str = "auto", num_envs: int = 8, num
                 batch_size: int | None = None, seed: int = 0):
     """A vector env of `num_envs` sub-envs of `source` on `backend` ("auto": threads for
     native envs, processes for Python envs). A source that already is a vector env is
-    returned as it is."""
+    returned as it is. A native env on serial or processes is made in blocks of sub-envs
+    (its creator called with num_envs=block): one per batch, and on processes one per
+    worker; errors name the numbers given here."""
     import puffercore.vector
 
     if source.vector is not None:
@@ -79,11 +81,20 @@ def make_vector(source: EnvSource, backend: str = "auto", num_envs: int = 8, num
     if backend == "threads":
         return puffercore.vector.make(source.creator, num_envs, backend="threads", num_workers=num_workers,
                                       batch_size=batch_size, seed=seed)
-    # serial/processes: each creator env is a block of sub-envs, one block per batch.
-    blocks = num_envs // (batch_size or num_envs)
+    # serial/processes: each creator env is a block of sub-envs, one block per batch and,
+    # on processes, at least one per worker (a batch is whole workers, each with whole blocks).
+    batches = num_envs // (batch_size or num_envs)
+    blocks = batches
+    if backend == "processes" and num_workers:
+        if num_envs % num_workers:
+            raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
+        if num_workers % batches:
+            raise ValueError(f"num_workers must be a multiple of num_envs / batch_size = {batches} on the processes "
+                             f"backend (a batch is whole workers), got {num_workers}")
+        blocks = num_workers
     creator = functools.partial(source.creator, num_envs=num_envs // blocks)
     return puffercore.vector.make(creator, blocks, backend=backend, num_workers=num_workers,
-                                  batch_size=1 if blocks > 1 else None, seed=seed)
+                                  batch_size=blocks // batches if batches > 1 else None, seed=seed)
 
 
 def _resolve_name(name: str) -> EnvSource:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from typing import Callable
 
 
@@ -22,10 +23,23 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def parse_finite_float(text: str) -> float:
+    """A float flag's value: nan and inf set no field to anything meaningful."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def value_options(kind: type) -> dict:
     """add_argument keywords parsing a value of `kind`; a bare bool flag means true."""
     if kind is bool:
         return {"nargs": "?", "const": True, "type": parse_bool, "metavar": "BOOL"}
+    if kind is float:
+        return {"type": parse_finite_float, "metavar": "FLOAT"}
     return {"type": kind}
 
 

@@ -41,6 +41,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from puffercore.spaces import action_mask_leaf
+
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 # Orthogonal-init gain of the layers each activation follows (GELU is ReLU-like).
 GAINS = {"tanh": nn.init.calculate_gain("tanh"), "relu": nn.init.calculate_gain("relu"), "gelu": math.sqrt(2)}
@@ -208,7 +210,7 @@ class Policy(nn.Module):
         if encoder == "mlp":
             self.image_shape = None
         self.observation_tree = observation_tree
-        self.mask_leaf = _find_action_mask(observation_tree)
+        self.mask_leaf = action_mask_leaf(observation_tree)
         self.decode_leaves = observation_tree is not None and observation_tree.is_bytes
         input_size = int(np.prod(observation_space.shape))
         if self.decode_leaves:
@@ -301,15 +303,6 @@ class Policy(nn.Module):
 
     def evaluate(self, out: PolicyOutput, actions: torch.Tensor):
         return self.head.evaluate(out.params, self.log_std, actions)
-
-
-def _find_action_mask(observation_tree):
-    if observation_tree is None:
-        return None
-    masks = [leaf for leaf in observation_tree.leaves if leaf.path and leaf.path[-1] == "action_mask"]
-    if len(masks) > 1:
-        raise ValueError(f"the observation tree has {len(masks)} action_mask leaves; expected at most one")
-    return masks[0] if masks else None
 
 
 def _flatten_structure(structure) -> list:

@@ -7,6 +7,9 @@ emulation adapters and the native bindings:
   (`ndarray.view(dtype)` / `Tensor.view(dtype)`) and hand the policy views, not copies.
 - `ActionTree` maps a (nested) action space to a flat MultiDiscrete (all leaves discrete)
   or float32 Box (all leaves continuous) and turns flat rows back into env actions.
+- `action_mask_leaf` is the leaf named `action_mask` that policies apply, and
+  `mask_columns` its columns and the others: observation transforms touch only the
+  others, so a mask reaches the policy as the env wrote it.
 - `masked_observation_tree` is the tree of a native env whose rows start with its
   action mask.
 - `spec_spaces` gives the spaces a native env's spec declares (env.h, ABI 2) from its
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import gymnasium
 import numpy as np
@@ -150,18 +153,24 @@ class SpaceTree:
         self.writer(out)(observation)
         return out
 
-    def writer(self, out: np.ndarray) -> Callable[[Any], None]:
+    def writer(self, out: np.ndarray, owner: str = "") -> Callable[[Any], None]:
         """`flatten` into a fixed `out` with its leaf views computed once: the adapters'
-        per-step path, a handful of `np.copyto` calls."""
+        per-step path, a handful of `np.copyto` calls. Each leaf must have its exact
+        shape (no broadcasting: a scalar for a Box(4,) is an env's bug, not 4 copies);
+        `owner` begins the error message (the adapters name their env)."""
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
         targets = list(zip(self.leaves, self._leaf_views(out, "out")))
         def write(observation: Any) -> None:
             for leaf, view in targets:
                 try:
-                    np.copyto(view, _get(observation, leaf.path), casting="same_kind")
+                    value = _get(observation, leaf.path)
+                    if np.shape(value) != view.shape:
+                        raise ValueError(f"its shape is {np.shape(value)}, expected {view.shape}")
+                    np.copyto(view, value, casting="same_kind")
                 except (KeyError, IndexError, TypeError, ValueError) as error:
-                    raise ValueError(f"observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
+                    raise ValueError(
+                        f"{owner}observation{_path_str(leaf.path)} does not fit {leaf.space}: {error}") from error
 
         return write
 
@@ -257,6 +266,41 @@ class ActionTree:
         for leaf in self.leaves:
             row[leaf.start : leaf.stop] = np.ravel(_get(action, leaf.path))
         return row
+
+
+def action_mask_leaf(tree: SpaceTree | None) -> Leaf | None:
+    """The leaf named `action_mask` (at any depth) of an observation tree, which policies
+    apply to their logits; None without one (or without a tree). ValueError for two."""
+    if tree is None:
+        return None
+    masks = [leaf for leaf in tree.leaves if leaf.path and leaf.path[-1] == "action_mask"]
+    if len(masks) > 1:
+        raise ValueError(f"the observation tree has {len(masks)} action_mask leaves; expected at most one")
+    return masks[0] if masks else None
+
+
+class MaskColumns(NamedTuple):
+    """Where an observation row's action mask is (`mask`: a slice of its last axis, None
+    without one) and the columns that are observations proper (`others`: a slice when
+    they are one block, else an index array)."""
+
+    mask: slice | None
+    others: slice | np.ndarray
+
+
+def mask_columns(tree: SpaceTree | None) -> MaskColumns:
+    """The action mask's columns of rows laid out by `tree` (a vector's
+    `observation_tree`, None for plain rows) and the other columns. Every observation
+    transform reads and writes only `others`: a mask is the env's statement of the legal
+    actions, not a feature to rescale or stack."""
+    leaf = action_mask_leaf(tree)
+    if leaf is None:
+        return MaskColumns(None, slice(None))
+    if leaf.start == 0 or leaf.stop == tree.size:
+        others = slice(leaf.stop, tree.size) if leaf.start == 0 else slice(0, leaf.start)
+    else:
+        others = np.r_[0:leaf.start, leaf.stop:tree.size]
+    return MaskColumns(slice(leaf.start, leaf.stop), others)
 
 
 def masked_observation_tree(num_actions, board, *, layout, header):

@@ -13,6 +13,11 @@ final observations of the rows a batch ended are normalized with the same statis
 (a truncated episode bootstraps V(final observation), which must see what the policy
 sees). Infos are untouched, so episode returns stay in the env's units.
 
+Neither transform touches an action mask (the `action_mask` leaf of the vector's
+`observation_tree`, found by `spaces.mask_columns`): Normalize computes and applies its
+statistics over the other columns only, and FrameStack stacks the other columns and
+puts the newest mask beside them.
+
 - Observations (as gymnasium's NormalizeObservation): running mean and variance over the
   live rows of every batch, float64 accumulators, then (obs - mean) / sqrt(var + eps),
   clipped to [-clip, clip].
@@ -28,7 +33,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import gymnasium
 import numpy as np
+
+from puffercore.spaces import SpaceTree, action_mask_leaf, mask_columns
 
 
 class RunningMeanStd:
@@ -67,6 +75,9 @@ class RunningMeanStd:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if np.size(state["mean"]) != self.mean.size:
+            raise ValueError(f"statistics of {np.size(state['mean'])} values do not fit these of {self.mean.size} "
+                             f"(of an observation row's columns other than an action mask's)")
         self.mean = np.array(state["mean"], np.float64).reshape(self.mean.shape)
         self.var = np.array(state["var"], np.float64).reshape(self.var.shape)
         self.count = float(state["count"])
@@ -74,12 +85,21 @@ class RunningMeanStd:
 
 class VectorWrapper:
     """A vector env in front of `vec`: what a transform does not change (send, close,
-    every attribute it does not set) is the wrapped env's."""
+    every attribute it does not set) is the wrapped env's. Not copyable: it holds a
+    running vector env's workers and buffers (`copy_hint` says what to do instead)."""
 
     vec: Any
+    copy_hint = "wrap a new vector env in a new {name}"
 
     def __getattr__(self, name: str) -> Any:
+        if name == "vec" or name.startswith("__"):  # not set yet (an unpickled shell), or copy/pickle probing
+            raise AttributeError(name)
         return getattr(self.vec, name)
+
+    def __reduce_ex__(self, protocol):
+        name = type(self).__name__
+        raise TypeError(f"a {name} cannot be copied or pickled: it wraps a running vector env; "
+                        + self.copy_hint.format(name=name))
 
     def send(self, actions) -> None:
         self.vec.send(actions)
@@ -91,6 +111,9 @@ class VectorWrapper:
 class Normalize(VectorWrapper):
     """A vector env whose observations and/or rewards are normalized (see the module
     docstring). Attributes other than the stepping API are the wrapped env's."""
+
+    copy_hint = ("wrap a new vector env in a new {name} and give it these statistics: "
+                 "new.load_state_dict(old.state_dict())")
 
     def __init__(self, vec, observations: bool = True, rewards: bool = True, gamma: float = 0.99,
                  clip_observations: float | None = 10.0, clip_rewards: float | None = 10.0, epsilon: float = 1e-8):
@@ -106,7 +129,10 @@ class Normalize(VectorWrapper):
                 raise ValueError(f"{name} must be positive or None, got {clip!r}")
         self.vec, self.gamma, self.epsilon = vec, gamma, epsilon
         self.clip_observations, self.clip_rewards = clip_observations, clip_rewards
-        self.observation_stats = RunningMeanStd(vec.single_observation_space.shape) if observations else None
+        # The columns normalized: all but an action mask's, which policies read as the env wrote it.
+        self.columns = mask_columns(getattr(vec, "observation_tree", None)).others
+        kept_shape = np.empty(vec.single_observation_space.shape)[..., self.columns].shape
+        self.observation_stats = RunningMeanStd(kept_shape) if observations else None
         self.return_stats = RunningMeanStd() if rewards else None
         self.discounted_returns = np.zeros(vec.num_agents, np.float64)
         self.frozen = False
@@ -209,15 +235,16 @@ class Normalize(VectorWrapper):
         if self.observation_stats is None:
             return
         if not self.frozen:
-            self.observation_stats.update(observations[masks])
+            self.observation_stats.update(observations[masks][..., self.columns])
         self._normalize(observations)
 
     def _normalize(self, observations: np.ndarray) -> None:
+        """In place on `self.columns` of `observations`; the other columns stay as they are."""
         stats = self.observation_stats
-        normalized = (observations - stats.mean) / np.sqrt(stats.var + self.epsilon)
+        normalized = (observations[..., self.columns] - stats.mean) / np.sqrt(stats.var + self.epsilon)
         if self.clip_observations is not None:
             np.clip(normalized, -self.clip_observations, self.clip_observations, out=normalized)
-        observations[...] = normalized
+        observations[..., self.columns] = normalized
 
 
 class FrameStack(VectorWrapper):
@@ -226,24 +253,34 @@ class FrameStack(VectorWrapper):
     an episode starts with its first observation repeated, and the final observation of
     an ended episode is stacked onto that episode's frames. Works on every backend, sync
     and staggered; a batch's stacks are views of this wrapper's buffer when its rows are
-    one block."""
+    one block. A row with an action mask becomes Dict(action_mask: the newest mask,
+    frames: the stacked rest) in `observation_tree`: a policy masks with the legal
+    actions of now."""
 
     def __init__(self, vec, frames: int):
         if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 2:
             raise ValueError(f"frames must be an int >= 2, got {frames!r}")
         space = vec.single_observation_space
         tree = getattr(vec, "observation_tree", None)
-        if len(space.shape) != 1 or (tree is not None and (tree.is_bytes or any(
-                leaf.path and leaf.path[-1] == "action_mask" for leaf in tree.leaves))):
-            raise ValueError("frame stacking needs plain observation rows (no mixed-dtype or action-mask "
-                             f"structure), got {space}")
-        import gymnasium
-
-        self.vec, self.frames, self.width = vec, int(frames), int(space.shape[0])
-        self.single_observation_space = gymnasium.spaces.Box(
-            np.tile(space.low, self.frames), np.tile(space.high, self.frames), (self.frames * self.width,), space.dtype)
-        self.observation_tree = None  # a stacked row is flat
-        self.stacks = np.zeros((vec.num_agents, self.frames * self.width), space.dtype)
+        if len(space.shape) != 1 or (tree is not None and tree.is_bytes):
+            raise ValueError(f"frame stacking needs flat observation rows of one dtype (no mixed-dtype structure), "
+                             f"got {space}")
+        self.vec, self.frames = vec, int(frames)
+        self.mask, self.columns = mask_columns(tree)
+        low, high = space.low[self.columns], space.high[self.columns]
+        self.width = len(low)
+        stacked = gymnasium.spaces.Box(np.tile(low, self.frames), np.tile(high, self.frames), dtype=space.dtype)
+        if self.mask is None:
+            self.single_observation_space, self.observation_tree = stacked, None  # a stacked row is flat
+            self.stacked_columns = slice(None)
+        else:
+            self.observation_tree = SpaceTree(gymnasium.spaces.Dict(
+                {"action_mask": action_mask_leaf(tree).space, "frames": stacked}))
+            self.single_observation_space = self.observation_tree.flat_space
+            frames_leaf, mask_leaf = self.observation_tree.leaf("frames"), self.observation_tree.leaf("action_mask")
+            self.stacked_columns = slice(frames_leaf.start, frames_leaf.stop)
+            self.stacked_mask = slice(mask_leaf.start, mask_leaf.stop)
+        self.stacks = np.zeros((vec.num_agents, self.single_observation_space.shape[0]), space.dtype)
         self.final_stacks = self.final_observations = np.zeros_like(self.stacks)  # the vector's, stacked
         self.fresh = np.ones(vec.num_agents, np.bool_)  # rows whose next observation starts an episode
 
@@ -277,15 +314,22 @@ class FrameStack(VectorWrapper):
     def _advance(self, rows, observations: np.ndarray, ended: np.ndarray, finals: np.ndarray | None) -> None:
         """Shift the rows' frames, append their new observations; an ended row's final
         stack takes its episode's frames plus the final observation, and a row starting
-        an episode is filled with its first observation."""
-        stack = self.stacks[rows].reshape(-1, self.frames, self.width)  # a copy for index rows
+        an episode is filled with its first observation. Masks are copied, not stacked."""
+        # A copy for index rows or beside a mask, else a view.
+        stack = self.stacks[rows, self.stacked_columns].reshape(-1, self.frames, self.width)
         stack[:, :-1] = stack[:, 1:].copy()
         if ended.any():
             final = stack[ended].copy()
-            final[:, -1] = finals[ended]
-            self.final_stacks[np.arange(len(self.stacks))[rows][ended]] = final.reshape(len(final), -1)
+            final[:, -1] = finals[ended][:, self.columns]
+            ended_rows = np.arange(len(self.stacks))[rows][ended]
+            self.final_stacks[ended_rows, self.stacked_columns] = final.reshape(len(final), -1)
+            if self.mask is not None:
+                self.final_stacks[ended_rows, self.stacked_mask] = finals[ended][:, self.mask]
         starting = ended | self.fresh[rows]
-        stack[:, -1] = observations
-        stack[starting] = observations[starting][:, None, :]
-        self.stacks[rows] = stack.reshape(len(stack), -1)
+        latest = observations[:, self.columns]
+        stack[:, -1] = latest
+        stack[starting] = latest[starting][:, None, :]
+        self.stacks[rows, self.stacked_columns] = stack.reshape(len(stack), -1)
+        if self.mask is not None:
+            self.stacks[rows, self.stacked_mask] = observations[:, self.mask]
         self.fresh[rows] = False

@@ -340,3 +340,42 @@ def test_gymnasium_adapter_bad_input():
 class _TextEnv(gymnasium.Env):
     observation_space = spaces.Text(8)
     action_space = spaces.Discrete(2)
+
+
+class _MisshapenEnv(gymnasium.Env):
+    """Declares Box(4,) observations and returns `observation` (of another shape) from
+    reset, or from step only when `on_step`."""
+
+    observation_space = spaces.Box(-1, 1, (4,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, observation, on_step=False):
+        self.observation, self.on_step = observation, on_step
+
+    def reset(self, seed=None, options=None):
+        return (np.zeros(4, np.float32) if self.on_step else self.observation), {}
+
+    def step(self, action):
+        return self.observation, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("observation, shape", [(np.ones(1, np.float32), r"\(1,\)"), (np.float32(0.5), r"\(\)"),
+                                                (np.ones((1, 4), np.float32), r"\(1, 4\)")])
+def test_an_observation_of_the_wrong_shape_is_refused_naming_env_and_shapes(observation, shape):
+    """Not broadcast into the row (np.ones(1) as four ones): refused on reset and step,
+    one env alone and in a vector's batch write."""
+    import puffercore.vector
+
+    match = rf"env _MisshapenEnv: observation does not fit Box.*\(4,\).*its shape is {shape}, expected \(4,\)"
+    with pytest.raises(ValueError, match=match):
+        GymnasiumEnv(_MisshapenEnv(observation)).reset()
+    env = GymnasiumEnv(_MisshapenEnv(observation, on_step=True))
+    env.reset()
+    with pytest.raises(ValueError, match=match):
+        env.step(np.zeros(1, np.int32))
+    with puffercore.vector.make(lambda: _MisshapenEnv(observation, on_step=True), 3, backend="serial") as vec:
+        vec.reset()
+        with pytest.raises(ValueError, match=match):
+            vec.step(np.zeros(3, np.int32))
+    with pytest.raises(ValueError, match=r"env CartPole-v1: observation does not fit.*its shape is \(2,\)"):
+        GymnasiumEnv(gymnasium.make("CartPole-v1"))._write_observation(np.zeros(2, np.float32))

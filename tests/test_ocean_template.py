@@ -2,7 +2,10 @@
 installed puffercore with puffercore.build.build_env, and step it."""
 
 import os
+import re
 import shutil
+import subprocess
+import sys
 
 import gymnasium
 import numpy as np
@@ -90,6 +93,58 @@ def test_new_env_builds_and_trains_from_python_and_the_cli(tmp_path, monkeypatch
     with pytest.raises(SystemExit):
         main(["new-env", "Bad-Name"])
     assert "name must be a lowercase identifier" in capsys.readouterr().err
+
+
+def run_printed_commands(folder, new_env_arguments, short_training):
+    """Run `puffercore new-env ...` in `folder`, then every command it printed, as
+    written, in a shell with this environment's executables first on PATH (the train
+    command with `short_training` flags appended). Returns the printed commands."""
+    environment = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+
+    def shell(command):
+        done = subprocess.run(["bash", "-c", command], cwd=folder, env=environment, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    printed = shell(f"puffercore new-env {new_env_arguments}")
+    commands = dict(line.split(":  ", 1) for line in printed.splitlines() if ":  " in line)
+    if "build" in commands:
+        shell(commands["build"])
+    assert "done: 512 steps" in shell(f"{commands['train']} {short_training}")
+    return commands
+
+
+SHORT_TRAINING = ("--total-timesteps 512 --vec.num-envs 8 --train.horizon 16 --train.minibatch-size 64 --quiet "
+                  "--tensorboard false --run-dir run")
+
+
+def test_the_commands_new_env_prints_work_as_written(tmp_path):
+    """The README's layout: the build command from the parent folder (where the folder
+    maze/ is no module the build would shadow), then `cd maze && puffercore train
+    maze:Maze` through the console script, which imports from the working directory."""
+    commands = run_printed_commands(tmp_path, "maze", SHORT_TRAINING)
+    assert commands["train"] == "cd ./maze && puffercore train maze:Maze"
+    assert os.path.isfile(tmp_path / "maze" / "run" / "checkpoint.pt")
+
+
+def test_the_commands_new_env_numba_prints_work_as_written(tmp_path):
+    pytest.importorskip("numba")
+    commands = run_printed_commands(tmp_path, "corridor --numba", SHORT_TRAINING)
+    assert commands["train"] == "cd ./corridor && puffercore train corridor:Corridor"
+
+
+def test_build_env_refuses_a_folder_of_the_modules_name_that_is_not_its_own(tmp_path, monkeypatch):
+    """A namespace package (a folder without __init__.py) elsewhere is still a module the
+    build would shadow, and the message says it is a folder."""
+    (tmp_path / "walled_garden").mkdir()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "walled_garden.pyx").write_text("# never compiled\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folder = re.escape(str(tmp_path / "walled_garden"))
+    with pytest.raises(ValueError, match=rf"module name 'walled_garden' .*\(the folder {folder}\); building it would"):
+        build_env(other / "walled_garden.pyx")
 
 
 @pytest.mark.parametrize("name", ["json", "numpy", "sys"])

@@ -37,3 +37,18 @@ def test_numba_loads_only_with_numba_env():
     code = "import sys, puffercore, puffercore.ocean, puffercore.vector, puffercore.envs; print('numba' in sys.modules)"
     output = subprocess.run([sys.executable, "-P", "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == "False"
+
+
+def test_the_bench_suites_run_as_pytest_runs_them(tmp_path):
+    """`pytest bench/` with the checkout off sys.path (a non-editable install, as CI's):
+    every suite collects (bench_numba imports its sibling compare_throughput), and the
+    processes case's workers can unpickle its creator (they cannot import `bench`, the
+    name pytest gives the folder)."""
+    pytest.importorskip("pytest_benchmark")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import os, sys; sys.path[:] = [p for p in sys.path if os.path.abspath(p or '.') != sys.argv[1]]; "
+            "import pytest; sys.exit(pytest.main([os.path.join(sys.argv[1], 'bench'), '-q', '--benchmark-disable', "
+            "'-k', 'test_gymnasium_cartpole_128 and processes']))")
+    done = subprocess.run([sys.executable, "-P", "-c", code, repo], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:]

@@ -4,6 +4,7 @@ masks, prioritized rows, config and CLI errors, learning, exact resume, LSTM mem
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import types
@@ -271,7 +272,11 @@ def test_rollout_rows_are_aligned_trajectories(tmp_path, batch_size):
     (dict(num_envs=0), "num_envs must be a positive int"),
     (dict(batch_size=3), "batch_size must be 0 or a divisor of num_envs=8"),
     (dict(backend="gpu"), "backend must be one of"),
-    (dict(learning_rate=float("nan")), "learning_rate must be a positive number"),
+    (dict(learning_rate=-1e-3), "learning_rate must be a positive number"),
+    (dict(learning_rate=float("nan")), "learning_rate must be a finite number, got nan"),
+    (dict(forget_bias=float("nan")), "forget_bias must be a finite number, got nan"),
+    (dict(log_std_init=float("-inf")), "log_std_init must be a finite number, got -inf"),
+    (dict(gamma=float("nan")), "gamma must be a finite number"),
     (dict(activation="sigmoid"), "activation must be one of"),
     (dict(horizon="16"), "horizon must be a int"),
 ])
@@ -291,13 +296,21 @@ def test_env_and_rollout_size_errors(tmp_path):
         ppo.Trainer("memory", small_config(minibatch_size=4096, run_dir=str(tmp_path)))
 
 
-def test_cli_reports_config_errors(capsys):
+def test_cli_reports_config_errors(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "pong"])
     assert exit_info.value.code == 2 and "unknown env 'pong'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "cartpole", "--train.gamma", "2"])
     assert "gamma must be in [0, 1]" in capsys.readouterr().err
+    for flag, value in (("--policy.forget-bias", "nan"), ("--train.clip-obs", "inf"), ("--log-interval", "-inf")):
+        with pytest.raises(SystemExit):
+            main(["train", "cartpole", f"{flag}={value}", "--total-timesteps", "1", "--run-dir", str(tmp_path)])
+        assert re.search(rf"argument {re.escape(flag)}\S*: expected a finite number, got '{value}'",
+                         capsys.readouterr().err)
+    with pytest.raises(SystemExit):  # AlphaZero's flags too
+        main(["alphazero", "connect4", "--c-init", "nan"])
+    assert "argument --c-init/--c_init: expected a finite number, got 'nan'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "cartpole", "--policy.lstm", "maybe"])
     assert "expected true or false" in capsys.readouterr().err

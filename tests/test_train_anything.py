@@ -108,6 +108,34 @@ def test_resolve_errors_name_what_was_expected(env, error, message):
         envs.resolve(env)
 
 
+@pytest.mark.parametrize("num_workers, batch_size, vector_batch", [(2, None, 2), (2, 4, 1), (4, 4, 2)])
+def test_native_envs_on_processes_get_the_workers_asked_for(num_workers, batch_size, vector_batch):
+    """`train cartpole --vec.backend processes --vec.num-workers 2`: the native env is
+    made in one block of sub-envs per worker (a batch is whole workers), so the workers
+    asked for are what runs, and the env steps."""
+    vec = envs.make_vector(envs.resolve("cartpole"), backend="processes", num_envs=8, num_workers=num_workers,
+                           batch_size=batch_size, seed=0)
+    try:
+        assert (vec.num_workers, vec.num_envs, vec.batch_size) == (num_workers, 8, vector_batch)
+        vec.async_reset(seed=0)
+        for _ in range(3):
+            batch = vec.recv()
+            assert len(batch.observations) == (batch_size or 8)
+            vec.send(np.zeros(len(batch.observations), np.int32))
+    finally:
+        vec.close()
+
+
+@pytest.mark.parametrize("num_workers, batch_size, message", [
+    (3, None, "num_workers must divide num_envs=8, got 3"),
+    (2, 2, r"num_workers must be a multiple of num_envs / batch_size = 4 on the processes backend"),
+])
+def test_processes_worker_counts_are_refused_in_the_users_numbers(num_workers, batch_size, message):
+    with pytest.raises(ValueError, match=message):
+        envs.make_vector(envs.resolve("cartpole"), backend="processes", num_envs=8, num_workers=num_workers,
+                         batch_size=batch_size)
+
+
 def test_an_env_instance_is_refused_with_what_to_pass_instead():
     with pytest.raises(TypeError, match="got an env instance of TimeLimit.*pass TimeLimit \\(the class\\) or a lambda"):
         envs.resolve(gymnasium.make("CartPole-v1"))

@@ -3,8 +3,10 @@ on the same data, in place on every backend (staggered batches too), final
 observations normalized with the batch's statistics, frozen and restored state, and PPO
 checkpoints carrying it."""
 
+import copy
 import dataclasses
 import os
+import pickle
 
 import gymnasium
 import numpy as np
@@ -269,16 +271,134 @@ def test_frame_stack_staggered_batches_match_the_synchronous_stacks():
 
 
 def test_frame_stack_errors_and_ppo(tmp_path):
-    from puffercore.ocean import Connect4
     from puffercore.transforms import FrameStack
 
     with pytest.raises(ValueError, match="frames must be an int >= 2"):
         FrameStack(puffercore.vector.make(CartPole, 2, backend="serial"), 1)
-    with pytest.raises(ValueError, match="frame stacking needs plain observation rows"):
-        FrameStack(puffercore.vector.make(Connect4, 2, backend="serial"), 2)
+    with pytest.raises(ValueError, match="frame stacking needs flat observation rows of one dtype"):
+        FrameStack(puffercore.vector.make(ByteRowsWithMask, 2, backend="serial"), 2)
     config = ppo.PPOConfig(num_envs=4, horizon=16, minibatch_size=32, hidden_size=16, total_timesteps=4 * 16 * 2,
                            quiet=True, tensorboard=False, backend="threads", frame_stack=3, norm_obs=True,
                            run_dir=str(tmp_path))
     trainer = ppo.train(config, "cartpole")
     assert trainer.rollout["obs"].shape == (4, 17, 12) and trainer.global_step == 128
     assert len(ppo.evaluate(str(tmp_path), episodes=2)) == 2  # evaluation stacks frames the same way
+
+
+class MaskInTheMiddle(gymnasium.Env):
+    """Random float observations whose action mask lies between two other leaves
+    (Dict keys sort "a" < "action_mask" < "b"), so its columns are neither the row's
+    first nor its last; episodes end every 5 steps."""
+
+    observation_space = gymnasium.spaces.Dict({
+        "a": gymnasium.spaces.Box(-5, 5, (2,), np.float32), "action_mask": gymnasium.spaces.Box(0, 1, (3,), np.float32),
+        "b": gymnasium.spaces.Box(-5, 5, (2,), np.float32)})
+    action_space = gymnasium.spaces.Discrete(3)
+
+    def observation(self):
+        values = {key: (self.np_random.uniform(-5, 5, (2,)) * [1, 3] + 2).astype(np.float32) for key in "ab"}
+        mask = (self.np_random.random(3) < 0.5).astype(self.observation_space["action_mask"].dtype)
+        mask[self.np_random.integers(3)] = 1
+        return {**values, "action_mask": mask}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self.observation(), {}
+
+    def step(self, action):
+        self.steps += 1
+        return self.observation(), 1.0, self.steps == 5, False, {}
+
+
+class ByteRowsWithMask(MaskInTheMiddle):
+    """A MultiBinary (int8) mask beside float32 leaves: rows of raw bytes."""
+
+    observation_space = gymnasium.spaces.Dict({**MaskInTheMiddle.observation_space.spaces,
+                                               "action_mask": gymnasium.spaces.MultiBinary(3)})
+
+
+def test_normalize_leaves_the_action_mask_bit_identical_and_normalizes_the_rest():
+    """The same episodes with and without Normalize: the mask's columns (in the middle of
+    the row) keep the env's bits, in observations and final observations, and the other
+    columns are normalized by statistics of those columns alone."""
+    actions = np.random.default_rng(0).integers(0, 3, (12, 4)).astype(np.int32)
+    raw, normalized = (puffercore.vector.make(MaskInTheMiddle, 4, backend="serial", seed=3) for _ in range(2))
+    normalized = Normalize(normalized, rewards=False)
+    mask, others = np.arange(2, 5), np.r_[0:2, 5:7]
+    stats = RunningMeanStd((4,))
+    for step, action in enumerate([None, *actions]):
+        if action is None:
+            expected, got = raw.reset(seed=1)[0], normalized.reset(seed=1)[0]
+        else:
+            expected, got = raw.step(action)[0], normalized.step(action)[0]
+            ended = raw.terminals
+            assert ended.any() == (step % 5 == 0)
+            np.testing.assert_array_equal(normalized.final_observations[ended][:, mask].view(np.uint32),
+                                          raw.final_observations[ended][:, mask].view(np.uint32))
+        np.testing.assert_array_equal(got[:, mask].view(np.uint32), expected[:, mask].view(np.uint32))
+        stats.update(expected[:, others])
+        np.testing.assert_allclose(got[:, others], (expected[:, others] - stats.mean) / np.sqrt(stats.var + 1e-8),
+                                   rtol=1e-5, atol=1e-6)
+    assert normalized.observation_stats.mean.shape == (4,)
+    with pytest.raises(ValueError, match="statistics of 7 values do not fit these of 4"):  # a whole row's
+        normalized.load_state_dict({"observations": RunningMeanStd((7,)).state_dict()})
+    raw.close()
+    normalized.close()
+
+
+def test_frame_stack_stacks_the_observations_and_keeps_the_newest_action_mask():
+    from puffercore.transforms import FrameStack
+
+    raw = puffercore.vector.make(MaskInTheMiddle, 2, backend="serial", seed=3)
+    stacked = FrameStack(puffercore.vector.make(MaskInTheMiddle, 2, backend="serial", seed=3), 3)
+    assert [leaf.path for leaf in stacked.observation_tree.leaves] == [("action_mask",), ("frames",)]
+    assert stacked.single_observation_space.shape == (3 + 3 * 4,)
+    history = [raw.reset(seed=0)[0][:, [0, 1, 5, 6]].copy()] * 3
+    observations, _ = stacked.reset(seed=0)
+    for step in range(8):
+        views = stacked.observation_tree.unflatten(observations)
+        np.testing.assert_array_equal(views["action_mask"], raw.observations[:, 2:5])
+        np.testing.assert_array_equal(views["frames"], np.concatenate(history[-3:], axis=1))
+        action = np.full(2, step % 3, np.int32)
+        raw.step(action)
+        observations = stacked.step(action)[0]
+        if raw.terminals.any():  # a new episode starts from its first observation, repeated
+            final = stacked.observation_tree.unflatten(stacked.final_stacks)
+            np.testing.assert_array_equal(final["action_mask"], raw.final_observations[:, 2:5])
+            np.testing.assert_array_equal(final["frames"][:, -4:], raw.final_observations[:, [0, 1, 5, 6]])
+            history = [raw.observations[:, [0, 1, 5, 6]].copy()] * 3
+        else:
+            history.append(raw.observations[:, [0, 1, 5, 6]].copy())
+    raw.close()
+    stacked.close()
+
+
+@pytest.mark.parametrize("frame_stack", [1, 2])
+def test_ppo_trains_connect4_with_normalized_observations_and_legal_moves_only(tmp_path, frame_stack):
+    """`puffercore train connect4 --train.norm-obs`: the policy masks with the env's mask
+    (an illegal move would raise), through frame stacking too."""
+    config = ppo.PPOConfig.for_env("connect4", num_envs=64, horizon=16, minibatch_size=256, update_epochs=1,
+                                   total_timesteps=64 * 16 * 4, norm_obs=True, frame_stack=frame_stack, quiet=True,
+                                   tensorboard=False, run_dir=str(tmp_path))
+    trainer = ppo.train(config, "connect4")
+    assert trainer.global_step == 64 * 16 * 4
+    mask = trainer.vec.observation_tree.leaf("action_mask")
+    assert trainer.vec.observation_stats.mean.size == trainer.vec.single_observation_space.shape[0] - 7
+    masks = trainer.rollout["obs"][..., mask.start:mask.stop]
+    assert set(torch.unique(masks).tolist()) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("transform, hint", [("Normalize", "state_dict"), ("FrameStack", "new FrameStack")])
+def test_transforms_refuse_copies_and_pickles_by_name(transform, hint):
+    """A transform wraps a running vector env (its workers, its buffers): copy.copy,
+    copy.deepcopy and pickle raise a TypeError saying what to do, not a RecursionError."""
+    from puffercore import transforms
+
+    vec = puffercore.vector.make(lambda: gymnasium.make("CartPole-v1"), 2, backend="serial", seed=0)
+    wrapped = transforms.Normalize(vec) if transform == "Normalize" else transforms.FrameStack(vec, 2)
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match=f"a {transform} cannot be copied or pickled.*{hint}"):
+            attempt(wrapped)
+    wrapped.reset(seed=0)  # still works
+    wrapped.close()

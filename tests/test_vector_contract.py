@@ -9,6 +9,7 @@ from gymnasium import spaces
 import puffercore.vector
 from puffercore.emulation import GymnasiumEnv
 from puffercore.env import Buffers, PufferEnv, check_seed, derive_seed
+from puffercore.testing import CountingEnv
 from puffercore.vector import merge_infos
 
 CONTRACT_BACKENDS = ["serial", "processes"]
@@ -329,6 +330,35 @@ def test_call_order_errors(backend):
             vec.step(np.zeros(2, np.int32))
         with pytest.raises(RuntimeError, match=r"recv\(\) called with nothing pending"):
             vec.recv()
+
+
+class FailsOnSecondStep(CountingEnv):
+    """Env 0 raises on its second step only: a failure that a reset gets past."""
+
+    def step(self, actions):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 2 and self.env_index_base == 0:
+            raise ValueError("failed on purpose at step 2")
+        return super().step(actions)
+
+
+def test_after_an_env_raised_every_call_says_to_reset(backend):
+    """The first error is the env's own failure and says to reset; every call after it
+    (step, send, recv) says which env raised and to reset; a reset makes it step again."""
+    with puffercore.vector.make(FailsOnSecondStep, 2, backend=backend) as vec:
+        vec.reset(seed=0)
+        vec.step(np.zeros(2, np.int32))
+        with pytest.raises((ValueError, RuntimeError), match="failed on purpose at step 2") as raised:
+            vec.step(np.zeros(2, np.int32))
+        notes = getattr(raised.value, "__notes__", [])  # the serial backend raises the env's own error
+        assert "call reset() before stepping again" in "\n".join([str(raised.value), *notes])
+        for method, call in (("step", lambda: vec.step(np.zeros(2, np.int32))),
+                             ("send", lambda: vec.send(np.zeros(2, np.int32))), ("recv", vec.recv)):
+            with pytest.raises(RuntimeError, match=rf"{method}\(\) after env 0 raised.*: call reset\(\) before "
+                                                   r"stepping again"):
+                call()
+        vec.reset(seed=0)
+        assert vec.step(np.zeros(2, np.int32))[0].shape == (2, 3)
 
 
 class TextObservationEnv(gymnasium.Env):

@@ -97,6 +97,8 @@ class PPOConfig:
                 setattr(self, field.name, float(value))
             elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
+            elif kind is float and not math.isfinite(value):
+                raise ValueError(f"{field.name} must be a finite number, got {value!r}")
             choices = field.metadata["choices"]
             if choices and value not in choices:
                 raise ValueError(f"{field.name} must be one of {list(choices)}, got {value!r}")
@@ -108,10 +110,9 @@ class PPOConfig:
         for name in ("gamma", "gae_lambda", "prio_beta0"):
             require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
         for name in ("learning_rate", "clip_coef", "max_grad_norm", "clip_obs", "clip_reward"):
-            require(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "a positive number")
-        require(math.isfinite(self.log_std_init), "log_std_init", "a finite number")
+            require(getattr(self, name) > 0, name, "a positive number")
         for name in ("ent_coef", "vf_coef", "target_kl", "prio_alpha", "log_interval"):
-            require(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "a non-negative number")
+            require(getattr(self, name) >= 0, name, "a non-negative number")
         require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",
                 f"0 or a divisor of num_envs={self.num_envs}")
         try:

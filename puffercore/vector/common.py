@@ -16,6 +16,11 @@ from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
 from puffercore.env import Buffers, PufferEnv
 
 
+# What every backend says once an env raised mid-batch: the others of the batch may have
+# stepped, so the vector's state is unknown until a reset.
+RESET_AFTER_FAILURE = "call reset() before stepping again"
+
+
 def merge_infos(infos: list[dict]) -> dict[str, float]:
     """Episode-weighted means of sub-env infos (each a dict of means plus `episodes`)."""
     sums: dict[str, float] = {}
@@ -386,7 +391,7 @@ class VectorEnv(PufferEnv):
     def _check_not_failed(self, method: str) -> None:
         self._check_open(method)
         if self._failure is not None:
-            raise RuntimeError(f"{method}() after {self._failure}: call reset() or async_reset() first")
+            raise RuntimeError(f"{method}() after {self._failure}: {RESET_AFTER_FAILURE}")
 
     def _check_stepping(self, method: str) -> None:
         self._check_not_failed(method)

@@ -37,7 +37,8 @@ import numpy as np
 
 from puffercore._shared_words import SharedWords
 from puffercore.env import check_actions, check_seed
-from puffercore.vector.common import Batcher, EnvFactory, VectorEnv, check_batching, check_count, merge_infos
+from puffercore.vector.common import (RESET_AFTER_FAILURE, Batcher, EnvFactory, VectorEnv, check_batching, check_count,
+                                     merge_infos)
 from puffercore.vector.process_worker import (
     CLOSE, COMMAND, COMMAND_SEQ, DONE_SEQ, ERROR, HAS_INFO, HAS_SEED, LIVENESS_PERIOD, RESET, SEED_HIGH, SEED_LOW,
     STATUS, STEP, WORDS_PER_WORKER, CloudPickled, SegmentFd, attach_buffers, attach_words, buffer_layout,
@@ -241,7 +242,7 @@ class Processes(VectorEnv):
             (worker, env_index, text), others = errors[0], errors[1:]
             self._fail(f"env {env_index} raised in worker {worker}")
             also = "".join(f"\nenv {e} raised in worker {w} too" for w, e, _ in others)
-            raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}{also}")
+            raise RuntimeError(f"env {env_index} raised in worker {worker}:\n{text}{also}\n({RESET_AFTER_FAILURE})")
         return done
 
     def _check_waiting(self, deadline: float | None) -> float | None:

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from puffercore.env import PufferEnv, check_actions, check_seed
-from puffercore.vector.common import Batcher, BatchStepper, EnvFactory, VectorEnv, check_batching, merge_infos
+from puffercore.vector.common import (RESET_AFTER_FAILURE, Batcher, BatchStepper, EnvFactory, VectorEnv,
+                                     check_batching, merge_infos)
 
 
 class Serial(VectorEnv):
@@ -67,6 +68,7 @@ class Serial(VectorEnv):
             self._batch_infos[index // self.batch_size].append(env.reset(seed=seed, options=options)[1])
         self._awaiting_actions = None
         self._has_reset = True
+        self._failure = None
 
     def send(self, actions: Any) -> None:
         self._check_stepping("send")
@@ -75,11 +77,20 @@ class Serial(VectorEnv):
         batch, rows = self._awaiting_actions, self._awaiting_rows
         np.copyto(self.actions[rows], check_actions(actions, self.single_action_space, rows.stop - rows.start))
         self._awaiting_actions = None
-        self._batch_infos[batch].extend(self._steppers[batch]())
+        stepper = self._steppers[batch]
+        try:
+            self._batch_infos[batch].extend(stepper())
+        except BaseException as error:
+            # The env's own exception, as the reference backend raises it, and what now.
+            self._failure = f"env {batch * self.batch_size + stepper.failed} raised"
+            self._ready.clear()
+            if hasattr(error, "add_note"):  # Python >= 3.11
+                error.add_note(f"({self._failure} in a serial vector env: {RESET_AFTER_FAILURE})")
+            raise
         self._ready.append(batch)
 
     def recv(self):
-        self._check_open("recv")
+        self._check_not_failed("recv")
         if not self._ready:
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
         batch = self._ready.popleft()
