@@ -478,3 +478,16 @@ def test_cosine_learning_rate_decays_to_a_tenth_over_the_run():
     assert [constant.iterate()["train/learning_rate"] for _ in range(2)] == [constant.config.learning_rate] * 2
     with pytest.raises(ValueError, match="lr_decay"):
         tiny_config(lr_decay="linear")
+
+
+def test_gumbel_self_play_trains_on_the_improved_policy():
+    trainer = Trainer(tiny_config(gumbel=True, gumbel_considered=4, simulations=8))
+    trainer.iterate()
+    count = len(trainer.replay)
+    policies, masks = trainer.replay.policies[:count], trainer.replay.legal_masks[:count]
+    assert np.allclose(policies.sum(axis=1), 1.0) and (policies[~masks] == 0).all()
+    # The improved policy is a softmax: every legal move the root did not prove lost keeps some mass,
+    # where visit counts would leave unvisited moves at zero.
+    assert (policies[masks] > 0).mean() > 0.9
+    agent = AlphaZeroAgent(trainer.network, trainer.config)
+    assert agent.act(play([0, 4]), simulations=8) in play([0, 4]).legal_actions()

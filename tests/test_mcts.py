@@ -510,3 +510,53 @@ def test_root_value_is_the_mean_backed_up_value_and_exact_once_proven():
     mcts.reset(0)
     mcts.search([winning], half)
     np.testing.assert_array_equal(mcts.root_value(0), [1.0, -1.0])
+
+
+# --- Gumbel root -------------------------------------------------------------------------
+
+
+def favouring(*actions):
+    """An evaluator whose prior puts 10x the mass on `actions`, values zero."""
+    def evaluate(observations, legal_masks):
+        priors, values = uniform_evaluator(observations, legal_masks)
+        priors[:, list(actions)] *= 10.0
+        return priors / priors.sum(axis=1, keepdims=True), values
+    return evaluate
+
+
+def test_gumbel_sequential_halving_spreads_visits_over_the_considered_actions():
+    state = Connect4().new_state()
+    mcts = BatchedMCTS(Connect4(), 1, num_simulations=8, gumbel=True, max_considered=4, solve=False, seed=0)
+    mcts.search([state], uniform_evaluator)
+    # 4 actions once each, then the better 2 three times (Danihelka et al.'s schedule)
+    assert sorted(mcts.visit_counts(0)) == [0, 0, 0, 1, 1, 3, 3]
+    # Without noise the considered actions are the prior's best.
+    quiet = BatchedMCTS(Connect4(), 1, num_simulations=8, gumbel=True, max_considered=2, root_noise=False, seed=0)
+    quiet.search([state], favouring(5, 6))
+    assert set(np.flatnonzero(quiet.visit_counts(0))) == {5, 6}
+
+
+def test_gumbel_finds_a_win_with_few_simulations_and_returns_the_improved_policy():
+    state = play(Connect4(), WIN_IN_ONE)
+    for seed in range(5):
+        mcts = BatchedMCTS(Connect4(), 1, num_simulations=8, gumbel=True, solve=False, seed=seed)
+        policy = mcts.search([state], uniform_evaluator)[0]
+        assert policy.sum() == pytest.approx(1.0) and policy.argmax() == 3 and policy[3] > 0.9
+        assert mcts.choose_action(0, temperature=1.0) == 3
+    blocked = play(Connect4(), MUST_BLOCK)
+    mcts = BatchedMCTS(Connect4(), 1, num_simulations=64, gumbel=True, seed=0)  # with the solver
+    policy = mcts.search([blocked], uniform_evaluator)[0]
+    assert policy.argmax() == 2 and mcts.choose_action(0, temperature=0.0) == 2
+
+
+def test_gumbel_policy_covers_legal_actions_only_and_is_seeded():
+    state = play(Connect4(), [3, 3, 3, 3, 3, 3])  # column 3 full
+    policies = [BatchedMCTS(Connect4(), 1, num_simulations=16, gumbel=True, seed=seed).search([state], favouring(0))[0]
+                for seed in (1, 1, 2)]
+    np.testing.assert_array_equal(policies[0], policies[1])
+    assert policies[0][3] == 0 and policies[0].sum() == pytest.approx(1.0)
+    assert policies[0].argmax() == 0  # the prior's favourite, no value to say otherwise
+    with pytest.raises(ValueError, match="max_considered"):
+        BatchedMCTS(Connect4(), 1, gumbel=True, max_considered=0)
+    with pytest.raises(TypeError, match="root_noise must be a bool"):
+        BatchedMCTS(Connect4(), 1, root_noise=1)

@@ -12,21 +12,14 @@
  * action sequence, its statistics average over sampled draws, and the search never sees
  * the real future draws. Children were created from the legal actions of the sample
  * that expanded the node; selection skips the ones another sample does not allow.
+
  *
- * The solver (config.solve, deterministic games only) is MCTS-solver (Winands et al.
- * 2008) with distances: terminal leaves are proven, and after each backup the path is
- * walked up while nodes become decided (a child that wins for the node's mover, or
- * every child proven). A proven node's value_sum is reset to its exact result times its
- * visits, so its mean is exact and stays so: a simulation that reaches it backs that
- * result up without an evaluation. */
+ * The solver (config.solve) is in solver.c, the Gumbel root (config.gumbel) in gumbel.c. */
 #include "mcts.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A proven value at or above this is a win for that player (returns lie in [-1, 1]). */
-#define MCTS_WIN 0.9999f
 
 static MctsNode empty_root(void) {
     MctsNode root = {.first_child = MCTS_NO_CHILDREN, .num_children = 0, .action = -1};
@@ -161,7 +154,13 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
         t->root_priors = malloc((size_t)game->num_actions * sizeof(float));
         t->path = malloc(((size_t)game->max_moves + 1) * sizeof(int32_t));
         t->movers = malloc((size_t)game->max_moves + 1);
-        if (!t->nodes || !t->root_state || !t->leaf_state || !t->root_priors || !t->path || !t->movers) return -1;
+        t->gumbel = malloc((size_t)game->num_actions * sizeof(float));
+        t->start_visits = malloc((size_t)game->num_actions * sizeof(int32_t));
+        t->considered_visits = malloc((size_t)config.num_simulations * sizeof(int32_t));
+        t->scratch = malloc((size_t)game->num_actions * sizeof(float));
+        if (!t->nodes || !t->root_state || !t->leaf_state || !t->root_priors || !t->path || !t->movers ||
+            !t->gumbel || !t->start_visits || !t->considered_visits || !t->scratch)
+            return -1;
         pc_rng_seed(&t->rng, seeds[i], 0);
     }
     return 0;
@@ -176,6 +175,10 @@ void mcts_destroy(Mcts* m) {
         free(t->root_priors);
         free(t->path);
         free(t->movers);
+        free(t->gumbel);
+        free(t->start_visits);
+        free(t->considered_visits);
+        free(t->scratch);
     }
     free(m->trees);
     free(m->compact);
@@ -219,6 +222,7 @@ void mcts_set_root(Mcts* m, int32_t i, const void* state, int32_t simulations, i
         plant_root(t);
     }
     t->simulations_left = simulations;
+    t->search_simulations = simulations;
     t->searching = 1;
     t->root_priors_pending = 1;
     t->root_noise = noise;
@@ -275,61 +279,6 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
     t->num_nodes = count;
 }
 
-/* ---- solver ----------------------------------------------------------------------------- */
-
-static int solving(const Mcts* m) { return m->config.solve && m->game->rng_offset < 0; }
-
-static float mean_value(const MctsNode* node, int32_t seat) { return node->value_sum[seat] / (float)node->visits; }
-
-static int proven_lost(const MctsNode* node, int32_t seat) {
-    return node->proven && mean_value(node, seat) <= -MCTS_WIN;
-}
-
-/* A visited node's exact result by seat, `plies` from the end. */
-static void prove(MctsNode* node, const float* values, int32_t num_players, int32_t plies) {
-    node->proven = 1;
-    node->proven_plies = (int16_t)plies;
-    for (int32_t p = 0; p < num_players; p++) node->value_sum[p] = values[p] * (float)node->visits;
-}
-
-/* The child that decides `node` for its mover: a proven win (the fastest), else, once
- * every child is proven, the best for the mover (the longest among losses). -1 while
- * the node is undecided. */
-static int32_t proof_child(const MctsNode* nodes, const MctsNode* node, int32_t mover) {
-    int32_t best = -1, all_proven = 1;
-    for (int32_t k = 0; k < node->num_children; k++) {
-        int32_t index = node->first_child + k;
-        const MctsNode* child = &nodes[index];
-        if (!child->proven) {
-            all_proven = 0;
-            continue;
-        }
-        if (best < 0) {
-            best = index;
-            continue;
-        }
-        float value = mean_value(child, mover), best_value = mean_value(&nodes[best], mover);
-        int16_t plies = child->proven_plies, best_plies = nodes[best].proven_plies;
-        int better = value > best_value;
-        if (value == best_value) better = value < 0.0f ? plies > best_plies : plies < best_plies;
-        if (better) best = index;
-    }
-    if (best < 0) return -1;
-    return all_proven || mean_value(&nodes[best], mover) >= MCTS_WIN ? best : -1;
-}
-
-/* After a backup: prove the path's nodes bottom-up while each becomes decided. */
-static void prove_path(MctsTree* t, int32_t num_players) {
-    for (int32_t d = t->path_length - 2; d >= 0; d--) {
-        MctsNode* node = &t->nodes[t->path[d]];
-        int32_t child = proof_child(t->nodes, node, t->movers[d]);
-        if (child < 0) return;
-        float values[PC_GAME_MAX_PLAYERS];
-        for (int32_t p = 0; p < num_players; p++) values[p] = mean_value(&t->nodes[child], p);
-        prove(node, values, num_players, t->nodes[child].proven_plies + 1);
-    }
-}
-
 /* ---- one simulation -------------------------------------------------------------------- */
 
 /* The best child by PUCT among those `available` allows (all when NULL); -1 if none. */
@@ -355,7 +304,7 @@ static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index
     for (int32_t k = 0; k < node->num_children; k++) {
         const MctsNode* child = &children[k];
         if (available && !available[child->action]) continue;
-        if (skip_lost && proven_lost(child, player)) continue; /* known: nothing to learn there */
+        if (skip_lost && mcts_proven_lost(child, player)) continue; /* known: nothing to learn there */
         float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : unvisited;
         q = (q - low) * scale;
         float prior = root_priors ? root_priors[k] : child->prior;
@@ -377,7 +326,7 @@ int mcts_search_done(const Mcts* m) {
 int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, int32_t* rows_game,
                            int32_t* failed_game) {
     const PcGameSpec* game = m->game;
-    int solve = solving(m);
+    int solve = mcts_solving(m);
     int32_t rows = 0;
     for (int32_t i = 0; i < m->batch_size; i++) {
         MctsTree* t = &m->trees[i];
@@ -388,7 +337,10 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             continue;
         }
         if (root_expanded) { /* the first round only expands the root; it is not a simulation */
-            if (t->root_priors_pending) draw_root_noise(m, t);
+            if (t->root_priors_pending && m->config.gumbel)
+                mcts_gumbel_begin(m, t, game->current_player(t->root_state));
+            else if (t->root_priors_pending)
+                draw_root_noise(m, t);
             t->root_priors_pending = 0;
             t->simulations_left--;
         }
@@ -402,7 +354,9 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         while (t->nodes[node].first_child != MCTS_NO_CHILDREN && !(solve && t->nodes[node].proven)) {
             const uint8_t* available = mcts_available(game, t->leaf_state, mask, &sample_ended);
             if (sample_ended) break;
-            int32_t child = select_child(m, t, node, t->movers[t->path_length - 1], available, solve);
+            int32_t mover = t->movers[t->path_length - 1];
+            int32_t child = node == 0 && m->config.gumbel ? mcts_gumbel_select(m, t, mover)
+                                                          : select_child(m, t, node, mover, available, solve);
             if (child < 0) break; /* this sample allows none of the stored actions: evaluate here */
             node = child;
             game->apply(t->leaf_state, t->nodes[node].action);
@@ -412,7 +366,7 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         int32_t num_players = game->num_players(t->leaf_state);
         if (solve && t->nodes[node].proven) { /* the exact result is known: no evaluation */
             float values[PC_GAME_MAX_PLAYERS];
-            for (int32_t p = 0; p < num_players; p++) values[p] = mean_value(&t->nodes[node], p);
+            for (int32_t p = 0; p < num_players; p++) values[p] = mcts_mean_value(&t->nodes[node], p);
             back_up_path(t, values, num_players);
             continue;
         }
@@ -421,8 +375,8 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             game->returns(t->leaf_state, returns);
             back_up_path(t, returns, num_players);
             if (solve) {
-                prove(&t->nodes[node], returns, num_players, 0);
-                prove_path(t, num_players);
+                mcts_prove(&t->nodes[node], returns, num_players, 0);
+                mcts_prove_path(t, num_players);
             }
             continue;
         }
@@ -467,13 +421,13 @@ void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
     const MctsNode* root = &t->nodes[0];
     memset(out, 0, (size_t)m->game->num_actions * sizeof(int32_t));
     if (t->num_nodes == 0 || root->num_children == 0) return;
-    int solve = solving(m);
+    int solve = mcts_solving(m);
     int32_t mover = solve ? m->game->current_player(t->root_state) : 0;
     if (solve && root->proven) { /* the moves proven as good as the root's result */
-        float result = mean_value(root, mover);
+        float result = mcts_mean_value(root, mover);
         for (int32_t k = 0; k < root->num_children; k++) {
             const MctsNode* child = &t->nodes[root->first_child + k];
-            if (child->proven && mean_value(child, mover) == result)
+            if (child->proven && mcts_mean_value(child, mover) == result)
                 out[child->action] = child->visits > 0 ? child->visits : 1;
         }
         return;
@@ -481,7 +435,7 @@ void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
     int32_t total = 0, fallback = -1;
     for (int32_t k = 0; k < root->num_children; k++) {
         const MctsNode* child = &t->nodes[root->first_child + k];
-        if (solve && proven_lost(child, mover)) continue;
+        if (solve && mcts_proven_lost(child, mover)) continue;
         out[child->action] = child->visits;
         total += child->visits;
         if (fallback < 0 || child->prior > t->nodes[root->first_child + fallback].prior) fallback = k;
@@ -493,14 +447,31 @@ void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out) {
 void mcts_root_value(const Mcts* m, int32_t i, float* out) {
     const MctsTree* t = &m->trees[i];
     int32_t num_players = m->game->num_players(t->root_state);
-    for (int32_t p = 0; p < num_players; p++) out[p] = t->nodes[0].visits > 0 ? mean_value(&t->nodes[0], p) : 0.0f;
+    for (int32_t p = 0; p < num_players; p++) out[p] = t->nodes[0].visits > 0 ? mcts_mean_value(&t->nodes[0], p) : 0.0f;
+}
+
+void mcts_policy(const Mcts* m, int32_t i, float* out) {
+    const MctsTree* t = &m->trees[i];
+    const MctsNode* root = &t->nodes[0];
+    int32_t num_actions = m->game->num_actions;
+    memset(out, 0, (size_t)num_actions * sizeof(float));
+    if (t->num_nodes == 0 || root->num_children == 0) return;
+    if (m->config.gumbel && !(mcts_solving(m) && root->proven)) {
+        mcts_gumbel_policy(m, t, m->game->current_player(t->root_state), out);
+        return;
+    }
+    int32_t* counts = m->counts;
+    mcts_visit_counts(m, i, counts);
+    double total = 0.0;
+    for (int32_t a = 0; a < num_actions; a++) total += counts[a];
+    for (int32_t a = 0; total > 0.0 && a < num_actions; a++) out[a] = (float)(counts[a] / total);
 }
 
 int mcts_root_proven(const Mcts* m, int32_t i, float* out) {
     const MctsTree* t = &m->trees[i];
-    if (!solving(m) || t->num_nodes == 0 || !t->nodes[0].proven) return 0;
+    if (!mcts_solving(m) || t->num_nodes == 0 || !t->nodes[0].proven) return 0;
     int32_t num_players = m->game->num_players(t->root_state);
-    for (int32_t p = 0; p < num_players; p++) out[p] = mean_value(&t->nodes[0], p);
+    for (int32_t p = 0; p < num_players; p++) out[p] = mcts_mean_value(&t->nodes[0], p);
     return 1;
 }
 
@@ -520,8 +491,10 @@ int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature) {
     MctsTree* t = &m->trees[i];
     const MctsNode* root = &t->nodes[0];
     if (t->num_nodes == 0 || root->num_children == 0) return -1;
-    if (solving(m) && root->proven && temperature <= 0.0f) /* the fastest win, the longest loss */
-        return t->nodes[proof_child(t->nodes, root, m->game->current_player(t->root_state))].action;
+    int32_t mover = m->game->current_player(t->root_state);
+    if (mcts_solving(m) && root->proven && (temperature <= 0.0f || m->config.gumbel)) /* fastest win, longest loss */
+        return t->nodes[mcts_proof_child(t->nodes, root, mover)].action;
+    if (m->config.gumbel) return mcts_gumbel_action(m, t, mover);
     int32_t num_actions = m->game->num_actions, best = -1;
     int32_t* counts = m->counts;
     mcts_visit_counts(m, i, counts);

@@ -60,6 +60,16 @@ typedef struct MctsConfig {
      * exactly and never evaluated again, children proven lost are not selected, and a
      * proven root ends its search. */
     int32_t solve;
+    /* 1: Gumbel root search (Danihelka et al., ICLR 2022; gumbel.c): the root samples
+     * max_considered actions without replacement by Gumbel-top-k over the prior's logits
+     * (Gumbel noise only where the search has root noise), spreads the simulations over
+     * them by sequential halving, plays the survivor and learns the improved policy
+     * softmax(logits + sigma(completed Q)), sigma(q) = (c_visit + max visits) * c_scale
+     * * q rescaled to [0, 1]. Below the root, PUCT as without it. */
+    int32_t gumbel;
+    int32_t max_considered;
+    float c_visit;
+    float c_scale;
 } MctsConfig;
 
 /* One game's search. Node 0 is the root; num_nodes == 0 means no tree yet. */
@@ -77,6 +87,14 @@ typedef struct MctsTree {
     int32_t root_priors_pending; /* root_priors are drawn at the first simulation of a search */
     int32_t root_noise;          /* this search mixes Dirichlet noise into them */
     float value_low, value_high; /* bounds of the mean values seen (normalize_values) */
+    /* Gumbel root (config.gumbel): per root child, its Gumbel draw and its visits when
+     * this search began; the target visits of each simulation (sequential halving). */
+    float* gumbel;
+    int32_t* start_visits;
+    int32_t* considered_visits;
+    int32_t search_simulations;
+    float root_value; /* the root's mean value for its mover when this search began */
+    float* scratch;   /* [num_actions] */
     PcRng rng; /* Dirichlet noise and temperature sampling */
 } MctsTree;
 
@@ -117,6 +135,9 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
 void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                         const float* priors, const float* values, int32_t value_width);
 
+/* The search's policy over num_actions: visit counts normalised (mcts_visit_counts), or
+ * with config.gumbel the improved policy; a proven root: its proof moves by visits. */
+void mcts_policy(const Mcts* m, int32_t i, float* out);
 /* Root visit counts over num_actions (zero for unvisited and illegal actions). With the
  * solver, children proven lost for the mover count zero, and a proven root counts only
  * the children proven to keep its result (every winning move of a won position). */
@@ -129,13 +150,36 @@ int mcts_root_proven(const Mcts* m, int32_t i, float* out);
 void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width);
 /* temperature 0: most visited (lowest action on ties), or a proven root's proof move (the
  * fastest win, the longest loss); else sample visits^(1/temperature) over
- * mcts_visit_counts. -1 when the root has not been expanded by a search. */
+ * mcts_visit_counts. With config.gumbel, the Gumbel search's action whatever the
+ * temperature (its noise is the exploration). -1 when the root has not been expanded. */
 int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature);
 
 /* Plain UCT with one uniformly random rollout per simulation. Returns the most visited
  * root action, or -1 when memory runs out; visits_out[num_actions] may be NULL. */
 int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
                    uint64_t seed, int32_t* visits_out);
+
+/* A proven value at or above this is a win for that player (returns lie in [-1, 1]). */
+#define MCTS_WIN 0.9999f
+
+static inline float mcts_mean_value(const MctsNode* node, int32_t seat) {
+    return node->value_sum[seat] / (float)node->visits;
+}
+
+/* The solver (solver.c). */
+int mcts_solving(const Mcts* m);
+int mcts_proven_lost(const MctsNode* node, int32_t seat);
+void mcts_prove(MctsNode* node, const float* values, int32_t num_players, int32_t plies);
+int32_t mcts_proof_child(const MctsNode* nodes, const MctsNode* node, int32_t mover);
+void mcts_prove_path(MctsTree* t, int32_t num_players);
+
+/* The Gumbel root (gumbel.c): set up a search's draws and schedule at its first
+ * simulation; the root child (pool index) a simulation descends to; the improved policy;
+ * the action to play. */
+void mcts_gumbel_begin(const Mcts* m, MctsTree* t, int32_t mover);
+int32_t mcts_gumbel_select(const Mcts* m, MctsTree* t, int32_t mover);
+void mcts_gumbel_policy(const Mcts* m, const MctsTree* t, int32_t mover, float* out);
+int32_t mcts_gumbel_action(const Mcts* m, MctsTree* t, int32_t mover);
 
 /* Shared by both searches. */
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source);

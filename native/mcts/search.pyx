@@ -25,6 +25,10 @@ cdef extern from "mcts.h" nogil:
         float dirichlet_epsilon
         int32_t normalize_values
         int32_t solve
+        int32_t gumbel
+        int32_t max_considered
+        float c_visit
+        float c_scale
     ctypedef struct MctsTree:
         int32_t num_nodes
         uint8_t* root_state
@@ -43,6 +47,7 @@ cdef extern from "mcts.h" nogil:
     void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const int32_t* rows_game,
                             const float* priors, const float* values, int32_t value_width)
     void mcts_visit_counts(const Mcts* m, int32_t i, int32_t* out)
+    void mcts_policy(const Mcts* m, int32_t i, float* out)
     int mcts_root_proven(const Mcts* m, int32_t i, float* out)
     void mcts_root_value(const Mcts* m, int32_t i, float* out)
     void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width)
@@ -102,6 +107,13 @@ cdef class BatchedMCTS:
     up exactly, proven lost moves are never chosen, a proven root stops its search early
     and its policy keeps only the moves proven to keep its result (temperature 0 plays
     the fastest win); `proven_value(i)` reads a proven root's result.
+    `root_noise=False` makes searches noise-free unless search() asks for noise (agents
+    at play). With `gumbel`, the root is searched as in Gumbel MuZero (Danihelka et al. 2022):
+    `max_considered` actions sampled by Gumbel-top-k (Gumbel noise where the root has
+    noise, instead of Dirichlet), sequential halving over them, the policy returned is
+    the improved policy softmax(logits + sigma(completed Q)) with sigma scaled by
+    (`c_visit` + most visits) * `c_scale`, and `choose_action` plays the surviving action
+    at any temperature. It does well with few simulations.
     Dirichlet noise (alpha, epsilon) is mixed into the root priors at every search and,
     like temperature sampling, drawn from game i's own RNG: `seed` is an int (game i
     gets derive_seed(seed, i)) or a sequence of batch_size ints (one per game), so a
@@ -113,12 +125,13 @@ cdef class BatchedMCTS:
     cdef readonly int batch_size
     cdef readonly int num_simulations
     cdef readonly int max_nodes
+    cdef readonly bint root_noise
     cdef object _observations, _masks, _rows_game, _active
     cdef bint _busy  # inside search(): the evaluator must not touch this object
 
     def __init__(self, game, batch_size, num_simulations=800, c_base=19652.0, c_init=1.25,
                  dirichlet_alpha=0.3, dirichlet_epsilon=0.25, normalize_values=False, max_nodes=None, seed=0,
-                 solve=True):
+                 solve=True, gumbel=False, max_considered=16, c_visit=50.0, c_scale=1.0, root_noise=True):
         if not isinstance(game, Game):
             raise TypeError(f"game must be a puffercore.games.Game, got {type(game).__name__}")
         self.game = game
@@ -141,6 +154,15 @@ cdef class BatchedMCTS:
         if not isinstance(solve, (bool, np.bool_)):
             raise TypeError(f"solve must be a bool, got {solve!r}")
         config.solve = bool(solve)
+        if not isinstance(root_noise, (bool, np.bool_)):
+            raise TypeError(f"root_noise must be a bool, got {root_noise!r}")
+        self.root_noise = bool(root_noise)
+        if not isinstance(gumbel, (bool, np.bool_)):
+            raise TypeError(f"gumbel must be a bool, got {gumbel!r}")
+        config.gumbel = bool(gumbel)
+        config.max_considered = check_int(max_considered, "max_considered", 1, 2**15)
+        config.c_visit = _check_float(c_visit, "c_visit", 0.0)
+        config.c_scale = _check_float(c_scale, "c_scale", 0.0, low_inclusive=False)
         if isinstance(seed, (list, tuple, np.ndarray)):
             if len(seed) != self.batch_size:
                 raise ValueError(f"seed must be an int or {self.batch_size} ints (one per game), got {len(seed)}")
@@ -167,18 +189,20 @@ cdef class BatchedMCTS:
 
     def search(self, states, evaluator, simulations=None, noise=None):
         """Search every game; `states[i]` None skips game i. Returns float32 [B, A]
-        visit-count policies (rows of skipped games are zero).
+        policies: visit counts normalised, or with `gumbel` the improved policy (rows of
+        skipped games are zero).
 
         `simulations`: per-game simulation counts (B ints in 1..num_simulations; default
         num_simulations for all), e.g. KataGo's playout cap randomization: most moves a
         cheap search, some a full one. `noise`: per-game bools, whether the root gets
-        Dirichlet noise (default all; a cheap search usually goes without)."""
+        root noise (default: `root_noise` of the constructor; a cheap search usually goes
+        without)."""
         if self._busy:
             raise RuntimeError("BatchedMCTS is in the middle of search(); the evaluator must not use it")
         self._busy = True
         try:
             return self._search(states, evaluator, self._per_game(simulations, "simulations", self.num_simulations),
-                                self._per_game(noise, "noise", True))
+                                self._per_game(noise, "noise", self.root_noise))
         finally:
             self._busy = False
 
@@ -237,12 +261,11 @@ cdef class BatchedMCTS:
             with nogil:
                 mcts_expand_leaves(&self.m, rows, &masks[0, 0], &rows_game[0], &priors_view[0, 0],
                                    &values_view[0, 0], <int32_t>values_view.shape[1])
-        counts = np.zeros((self.batch_size, self.game.num_actions), dtype=np.int32)
-        cdef int32_t[:, ::1] counts_view = counts
+        policies = np.zeros((self.batch_size, self.game.num_actions), dtype=np.float32)
+        cdef float[:, ::1] policies_view = policies
         for i in np.flatnonzero(self._active):
-            mcts_visit_counts(&self.m, i, &counts_view[i, 0])
-        totals = counts.sum(axis=1, keepdims=True)
-        return (counts / np.maximum(totals, 1)).astype(np.float32)
+            mcts_policy(&self.m, i, &policies_view[i, 0])
+        return policies
 
     def root_values(self, i):
         """float32 [num_actions, num_players]: mean backed-up value of each root child

@@ -46,6 +46,9 @@ class AlphaZeroConfig:
     normalize_values: bool = _option(False, "PUCT sees Q rescaled to [0, 1] by the tree's value range (for returns far from [-1, 1])")
     solve: bool = _option(True, "MCTS-solver in games without chance events: proven wins, losses and draws back up "
                                 "exactly, are never evaluated again and end a search early")
+    gumbel: bool = _option(False, "Gumbel root search (Gumbel MuZero): Gumbel-top-k sampled actions, sequential "
+                                  "halving, the improved policy as target; strong with few simulations")
+    gumbel_considered: int = _option(16, "actions the Gumbel root considers")
     dirichlet_alpha: float = _option(0.3, "Dirichlet noise concentration at the root")
     dirichlet_epsilon: float = _option(0.25, "weight of the root noise")
     full_search_fraction: float = _option(1.0, "playout cap randomization (KataGo): the share of moves searched with "
@@ -89,7 +92,7 @@ class AlphaZeroConfig:
             raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
         check_seed(self.seed)
         positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
-                    "parallel_games", "simulations", "fast_simulations", "replay_capacity", "train_steps", "eval_games",
+                    "parallel_games", "simulations", "fast_simulations", "gumbel_considered", "replay_capacity", "train_steps", "eval_games",
                     "eval_simulations", "baseline_simulations", "checkpoint_interval")
         non_negative = ("evaluation_cache", "blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
                         "weight_decay", "policy_loss_weight", "value_loss_weight")

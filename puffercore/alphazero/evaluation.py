@@ -50,7 +50,8 @@ class AlphaZeroAgent:
         return BatchedMCTS(self.game, batch_size, num_simulations=simulations or self.config.eval_simulations,
                            c_base=self.config.c_base, c_init=self.config.c_init,
                            normalize_values=self.config.normalize_values, solve=self.config.solve,
-                           dirichlet_epsilon=0.0, seed=seed)
+                           gumbel=self.config.gumbel, max_considered=self.config.gumbel_considered,
+                           root_noise=False, seed=seed)
 
     def act(self, state, simulations: int | None = None) -> int:
         if state.game != self.game:

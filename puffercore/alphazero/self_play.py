@@ -71,7 +71,8 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
     mcts = BatchedMCTS(game, slots, num_simulations=config.simulations, c_base=config.c_base,
                        c_init=config.c_init, normalize_values=config.normalize_values,
                        dirichlet_alpha=config.dirichlet_alpha,
-                       dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, seed=search_seed)
+                       dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, gumbel=config.gumbel,
+                       max_considered=config.gumbel_considered, seed=search_seed)
     states: list = [None] * slots
     slot_games = [-1] * slots
     moves_played = [0] * slots
