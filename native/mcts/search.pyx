@@ -112,8 +112,8 @@ cdef class BatchedMCTS:
     `max_considered` actions sampled by Gumbel-top-k (Gumbel noise where the root has
     noise, instead of Dirichlet), sequential halving over them, the policy returned is
     the improved policy softmax(logits + sigma(completed Q)) with sigma scaled by
-    (`c_visit` + most visits) * `c_scale`, and `choose_action` plays the surviving action
-    at any temperature. It does well with few simulations.
+    (`c_visit` + most visits) * `c_scale` (mctx's defaults, 50 and 0.1), and
+    `choose_action` plays the surviving action at any temperature.
     Dirichlet noise (alpha, epsilon) is mixed into the root priors at every search and,
     like temperature sampling, drawn from game i's own RNG: `seed` is an int (game i
     gets derive_seed(seed, i)) or a sequence of batch_size ints (one per game), so a
@@ -131,7 +131,7 @@ cdef class BatchedMCTS:
 
     def __init__(self, game, batch_size, num_simulations=800, c_base=19652.0, c_init=1.25,
                  dirichlet_alpha=0.3, dirichlet_epsilon=0.25, normalize_values=False, max_nodes=None, seed=0,
-                 solve=True, gumbel=False, max_considered=16, c_visit=50.0, c_scale=1.0, root_noise=True):
+                 solve=True, gumbel=False, max_considered=16, c_visit=50.0, c_scale=0.1, root_noise=True):
         if not isinstance(game, Game):
             raise TypeError(f"game must be a puffercore.games.Game, got {type(game).__name__}")
         self.game = game
