@@ -25,11 +25,14 @@ CHECKPOINT_NAME = "checkpoint.pt"
 RUNS_FOLDER = "runs"
 
 
-def create_run_dir(name: str, seed: int, parent: str = RUNS_FOLDER) -> str:
+def create_run_dir(name: str, seed: int, group=None, parent: str = RUNS_FOLDER) -> str:
     """A new directory PARENT/NAME-SEED-TIME for a run, created now (characters that
     don't belong in a folder name replaced). The name is taken exclusively (mkdir fails
     on one that exists), so runs started in the same second never share a directory:
-    the second gets NAME-SEED-TIME-2, the next -3, and so on."""
+    the second gets NAME-SEED-TIME-2, the next -3, and so on. Under torchrun (`group`,
+    a `distributed.Group`) rank 0 creates it and every rank gets its name."""
+    if group is not None and group.world_size > 1:
+        return group.share(create_run_dir(name, seed, parent=parent) if group.is_main else None)
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
     base = os.path.join(parent, f"{safe}-{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     os.makedirs(parent, exist_ok=True)

@@ -6,6 +6,7 @@ the next run; a checkpoint never makes eval or --resume import the code it names
 
 The signal tests start real training processes and signal them."""
 
+import glob
 import itertools
 import os
 import signal
@@ -142,14 +143,16 @@ def start(command: list[str], **kwargs) -> subprocess.Popen:
                             start_new_session=True, **kwargs)
 
 
-def wait_for_rows(process: subprocess.Popen, csv_path, rows: int, timeout: float = 180.0) -> None:
-    """Until the run has logged `rows` metrics rows (it is training)."""
+def wait_for_rows(process: subprocess.Popen, csv_pattern: str, rows: int, timeout: float = 180.0) -> str:
+    """The metrics file matching `csv_pattern` once it has `rows` rows (the run is
+    training)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"training ended early ({process.returncode}): {process.communicate()[1][-3000:]}")
-        if os.path.isfile(csv_path) and len(logger.read_csv(csv_path)) >= rows:
-            return
+        for path in glob.glob(csv_pattern):
+            if len(logger.read_csv(path)) >= rows:
+                return path
         time.sleep(0.2)
     process.kill()
     raise AssertionError("training logged nothing in time")
@@ -202,28 +205,48 @@ def test_sigterm_ends_alphazero_with_a_checkpoint_and_a_resume_line(tmp_path):
     assert resumed.counters["iteration"] == iteration + 1 and not resumed.interrupted
 
 
-def test_sigterm_to_torchrun_stops_every_rank_after_the_same_update(tmp_path):
-    out_dir, run_dir = tmp_path / "out", str(tmp_path / "run")
+def torchrun(script: str, *args: str) -> list[str]:
+    return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", os.path.join(SCRIPTS, script), *args]
+
+
+def test_sigterm_to_torchrun_stops_every_ppo_rank_after_the_same_update(tmp_path):
+    out_dir = tmp_path / "out"
     out_dir.mkdir()
-    command = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               os.path.join(SCRIPTS, "distributed_ppo.py"), str(out_dir), run_dir]
-    process = start([*command, "--updates", "100000"])
-    wait_for_rows(process, os.path.join(run_dir, logger.CSV_NAME), 2)
+    # RUN_DIR "": rank 0 makes runs/cartpole-SEED-TIME, every rank learns its name.
+    process = start(torchrun("distributed_ppo.py", str(out_dir), "", "--updates", "100000"), cwd=tmp_path)
+    csv_path = wait_for_rows(process, str(tmp_path / "runs" / "cartpole-1-*" / logger.CSV_NAME), 2)
+    run_dir = os.path.relpath(os.path.dirname(csv_path), tmp_path)
     process.send_signal(signal.SIGTERM)  # to the agent, which passes it on to each rank's process group
     _, out, err = finish(process)
-    saved = checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))
+    saved = checkpoint.load(os.path.join(tmp_path, run_dir, run.CHECKPOINT_NAME))
     update = saved["counters"]["update"]
     assert saved["world_size"] == 2 and update >= 2, err[-3000:]
+    assert os.listdir(tmp_path / "runs") == [os.path.basename(run_dir)]  # one directory for the job
     for rank in (0, 1):  # both ranks stopped after the update rank 0 saved
-        assert f"rank {rank} world 2 update {update} step {update * 2 * 8 * 16} interrupted SIGTERM" in out, \
-            out + err[-3000:]
+        assert f"rank {rank} world 2 update {update} step {update * 2 * 8 * 16} interrupted SIGTERM " \
+               f"run_dir {run_dir}\n" in out, out + err[-3000:]
         assert len((out_dir / f"rank{rank}.txt").read_text().splitlines()) == update
 
-    result = subprocess.run([sys.executable, *command, "--resume", "--updates", "100000", "--stop-after", "1"],
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run([sys.executable, *torchrun("distributed_ppo.py", str(out_dir), run_dir, "--resume",
+                                                       "--updates", "100000", "--stop-after", "1")],
+                            capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))["counters"]["update"] == update + 1
+    assert checkpoint.load(os.path.join(tmp_path, run_dir, run.CHECKPOINT_NAME))["counters"]["update"] == update + 1
     assert (out_dir / "rank0.txt").read_text() == (out_dir / "rank1.txt").read_text()  # still one model
+
+
+def test_sigterm_to_torchrun_stops_every_alphazero_rank_after_the_same_iteration(tmp_path):
+    out_dir, run_dir = tmp_path / "out", tmp_path / "run"
+    out_dir.mkdir()
+    process = start(torchrun("distributed_alphazero.py", str(out_dir), str(run_dir), "100000"))
+    wait_for_rows(process, str(run_dir / logger.CSV_NAME), 2)
+    process.send_signal(signal.SIGTERM)
+    _, out, err = finish(process)
+    ranks = [(out_dir / f"rank{rank}.txt").read_text().split() for rank in (0, 1)]
+    games, _, ended = ranks[0]
+    assert ranks[1] == ranks[0] and ended == "SIGTERM", err[-3000:]  # one network, stopped together
+    saved = checkpoint.load(run_dir / run.CHECKPOINT_NAME)
+    assert saved["counters"]["games"] == int(games) == saved["counters"]["iteration"] * 4 * 2 >= 2 * 4 * 2
 
 
 def test_stop_signals_restore_the_previous_handlers_and_a_second_ctrl_c_acts_at_once():
@@ -238,11 +261,16 @@ def test_stop_signals_restore_the_previous_handlers_and_a_second_ctrl_c_acts_at_
             time.sleep(1.0)
     assert {number: signal.getsignal(number) for number in run.StopSignals.HANDLED} == before
 
-    outside = []
-    thread = threading.Thread(target=lambda: outside.append(run.StopSignals("update").__enter__()._previous))
+    seen = []
+
+    def enter_in_a_thread():
+        with run.StopSignals("update"):
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=enter_in_a_thread)
     thread.start()
     thread.join()
-    assert outside == [{}]  # only the main thread installs handlers
+    assert seen == [before[signal.SIGTERM]]  # only the main thread installs handlers
 
 
 # ---- run directories ----------------------------------------------------------------------

@@ -248,33 +248,33 @@ def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quie
     or `config.minutes`; metrics go to RUN_DIR (CSV, TensorBoard) and the console. A
     resumed run may get a new `budget` ({"minutes": 90} extends a finished run).
     SIGINT (Ctrl-C) or SIGTERM ends the run after the iteration in progress, with a
-    checkpoint (`trainer.interrupted` names the signal)."""
-    if resume:
-        trainer = Trainer.resume(resume)
-        if budget:
-            unknown = set(budget) - set(BUDGET_FIELDS)
-            if unknown:
-                raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
-            trainer.config = dataclasses.replace(trainer.config, **budget)
-            trainer.config.validate()
-    else:
-        trainer = Trainer(config, config.run_dir or None)
-    try:
-        _run(trainer, resumed=bool(resume), quiet=quiet or not trainer.group.is_main)
-    except BaseException:
-        trainer.group.close(failed=True)
-        raise
-    trainer.group.close()
+    checkpoint (`trainer.interrupted` names the signal); the handlers cover the trainer's
+    whole life, closing included, so that a signal a moment late kills nothing."""
+    with run.StopSignals("iteration") as signals:
+        if resume:
+            trainer = Trainer.resume(resume)
+            if budget:
+                unknown = set(budget) - set(BUDGET_FIELDS)
+                if unknown:
+                    raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
+                trainer.config = dataclasses.replace(trainer.config, **budget)
+                trainer.config.validate()
+        else:
+            trainer = Trainer(config, config.run_dir or None)
+        try:
+            _run(trainer, signals, resumed=bool(resume), quiet=quiet or not trainer.group.is_main)
+        except BaseException:
+            trainer.group.close(failed=True)
+            raise
+        trainer.group.close()
     return trainer
 
 
-def _run(trainer: Trainer, resumed: bool, quiet: bool) -> None:
+def _run(trainer: Trainer, signals: run.StopSignals, resumed: bool, quiet: bool) -> None:
     """The iteration loop; under torchrun rank 0 alone writes (run files, metrics,
     checkpoints), and a stop signal on any rank stops every rank after the same iteration."""
     config, group = trainer.config, trainer.group
-    if trainer.run_dir is None:  # a new run: rank 0 creates its directory, every rank learns the name
-        trainer.run_dir = group.share(run.create_run_dir(f"alphazero-{config.game}", config.seed)
-                                      if group.is_main else None)
+    trainer.run_dir = trainer.run_dir or run.create_run_dir(f"alphazero-{config.game}", config.seed, group)
     logger = None
     if group.is_main:
         run.write_run_files(trainer.run_dir, dataclasses.asdict(config), config.seed, trainer.seeds)
@@ -283,21 +283,20 @@ def _run(trainer: Trainer, resumed: bool, quiet: bool) -> None:
     if not quiet:
         print(f"run directory: {trainer.run_dir}; seeds: {trainer.seeds}")
     try:
-        with run.StopSignals("iteration") as signals:
-            while not trainer.done():
-                scalars = trainer.iterate()
-                trainer.interrupted = signals.received(group)
-                if logger is not None:
-                    logger.log(trainer.counters["positions"], scalars)
-                if trainer.interrupted or trainer.counters["iteration"] % config.checkpoint_interval == 0 \
-                        or trainer.done():
-                    trainer.save()
-                if not quiet:
-                    title = f"alphazero {config.game}: iteration {trainer.counters['iteration']}, " \
-                            f"{trainer.counters['games']} games"
-                    print(console_view(title, scalars, progress=trainer.progress()))
-                if trainer.interrupted:
-                    break
+        while not trainer.done():
+            scalars = trainer.iterate()
+            trainer.interrupted = signals.received(group)
+            if logger is not None:
+                logger.log(trainer.counters["positions"], scalars)
+            if trainer.interrupted or trainer.counters["iteration"] % config.checkpoint_interval == 0 \
+                    or trainer.done():
+                trainer.save()
+            if not quiet:
+                title = f"alphazero {config.game}: iteration {trainer.counters['iteration']}, " \
+                        f"{trainer.counters['games']} games"
+                print(console_view(title, scalars, progress=trainer.progress()))
+            if trainer.interrupted:
+                break
     except KeyboardInterrupt:
         # A second Ctrl-C (the first asked for a stop after the iteration) or one raised by
         # code: keep what was learned, as PPO does; the CLI prints how to resume.

@@ -54,11 +54,13 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
     total_timesteps to extend the run); `env` is needed when the checkpoint's env is not
     one puffercore knows by name (`envs.resolve_saved`: an env class, a creator, a
-    module:attribute the checkpoint names but never imports itself). `stop_after`: end after that many
-    updates of this call (checkpointing as at the end), as a preempted job would.
-    `until(trainer)`: called
-    after each update (on every rank of a torchrun job, where rank 0's answer counts);
-    True ends the run early (benchmarks stop at a target return)."""
+    module:attribute the checkpoint names but never imports itself). `stop_after`: end
+    after that many updates of this call (checkpointing as at the end), as a preempted
+    job would. `until(trainer)`: called after each update (on every rank of a torchrun
+    job, where rank 0's answer counts); True ends the run early (benchmarks stop at a
+    target return). SIGINT or SIGTERM ends the run after the update in progress, with a
+    checkpoint (`trainer.interrupted` names the signal); the handlers cover the trainer's
+    whole life, closing included, so that a signal a moment late kills nothing."""
     saved = None
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
@@ -68,15 +70,16 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
         raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
     elif config is None:
         config = PPOConfig.for_env(env)
-    trainer = Trainer(env, config, run_dir=resume)
-    try:
-        if saved is not None:
-            trainer.load_state_dict(saved)
-        _run(trainer, stop_after, until, resumed=saved is not None)
-    except BaseException:
-        trainer.close(failed=True)
-        raise
-    trainer.close()
+    with run.StopSignals("update") as signals:
+        trainer = Trainer(env, config, run_dir=resume)
+        try:
+            if saved is not None:
+                trainer.load_state_dict(saved)
+            _run(trainer, signals, stop_after, until, resumed=saved is not None)
+        except BaseException:
+            trainer.close(failed=True)
+            raise
+        trainer.close()
     return trainer
 
 
@@ -94,14 +97,13 @@ def resumed_config(saved: dict[str, Any], config: PPOConfig | dict[str, Any] | N
     return PPOConfig(**{**saved, **overrides})
 
 
-def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
+def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, until, resumed: bool) -> None:
     """The update loop. Under torchrun only rank 0 writes (run files, metrics, console,
     checkpoints) and decides when to log and stop; the other ranks follow its decisions,
     so their collectives always line up. A stop signal on any rank stops every rank
     after the same update."""
     config, group = trainer.config, trainer.group
-    if trainer.run_dir is None:  # a new run: rank 0 creates its directory, every rank learns the name
-        trainer.run_dir = group.share(run.create_run_dir(trainer.env_name, config.seed) if group.is_main else None)
+    trainer.run_dir = trainer.run_dir or run.create_run_dir(trainer.env_name, config.seed, group)
     metrics = None
     if group.is_main:
         run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
@@ -116,37 +118,36 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
     last_log = time.perf_counter()
     first_update = trainer.update
     try:
-        with run.StopSignals("update") as signals:
-            while trainer.update < trainer.num_updates:
-                if trainer.update == first_update:
-                    trainer.reset_envs()
-                trainer.collect()
-                learn_start = time.perf_counter()
-                trainer.learn()
-                trainer.timers["learn"] += time.perf_counter() - learn_start
-                trainer.update += 1
-                trainer.global_step += trainer.transitions_per_update
+        while trainer.update < trainer.num_updates:
+            if trainer.update == first_update:
+                trainer.reset_envs()
+            trainer.collect()
+            learn_start = time.perf_counter()
+            trainer.learn()
+            trainer.timers["learn"] += time.perf_counter() - learn_start
+            trainer.update += 1
+            trainer.global_step += trainer.transitions_per_update
 
-                finished = trainer.update == trainer.num_updates
-                trainer.interrupted = signals.received(group)
-                stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
-                    bool(until and until(trainer)) or trainer.interrupted is not None
-                log_now = finished or stopped or time.perf_counter() - last_log >= config.log_interval
-                log_now, stopped = _rank0_decides(group, log_now, stopped)
-                if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
-                    trainer.save_checkpoint()
-                if log_now:
-                    last_log = time.perf_counter()
-                    scalars = trainer.metrics(time.perf_counter() - start)  # every rank: episode stats are gathered
-                    if metrics is not None:
-                        metrics.log(trainer.global_step, scalars)
-                    if not quiet:
-                        rate = (trainer.global_step - session_first_step) / max(time.perf_counter() - session_start, 1e-9)
-                        view = logger.console_view(_title(trainer, time.perf_counter() - start, rate), scalars,
-                                                   trainer.update / trainer.num_updates)
-                        print(("\x1b[2J\x1b[H" if interactive else "") + view + "\n", flush=True)
-                if stopped:
-                    break
+            finished = trainer.update == trainer.num_updates
+            trainer.interrupted = signals.received(group)
+            stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
+                bool(until and until(trainer)) or trainer.interrupted is not None
+            log_now = finished or stopped or time.perf_counter() - last_log >= config.log_interval
+            log_now, stopped = _rank0_decides(group, log_now, stopped)
+            if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
+                trainer.save_checkpoint()
+            if log_now:
+                last_log = time.perf_counter()
+                scalars = trainer.metrics(time.perf_counter() - start)  # every rank: episode stats are gathered
+                if metrics is not None:
+                    metrics.log(trainer.global_step, scalars)
+                if not quiet:
+                    rate = (trainer.global_step - session_first_step) / max(time.perf_counter() - session_start, 1e-9)
+                    view = logger.console_view(_title(trainer, time.perf_counter() - start, rate), scalars,
+                                               trainer.update / trainer.num_updates)
+                    print(("\x1b[2J\x1b[H" if interactive else "") + view + "\n", flush=True)
+            if stopped:
+                break
     except KeyboardInterrupt:
         # A second Ctrl-C (the first asked for a stop after the update) or one raised by code:
         # keep what was learned; the CLI prints how to resume.

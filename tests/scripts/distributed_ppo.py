@@ -5,6 +5,8 @@ it, if one did). `--fail-at N`: rank 1 raises at update N.
 
     torchrun --standalone --nproc-per-node 2 tests/scripts/distributed_ppo.py OUT RUN_DIR [--resume] [--fail-at N]
         [--updates N] [--stop-after N]
+
+RUN_DIR "" trains in a new directory under ./runs.
 """
 
 import argparse
@@ -46,4 +48,4 @@ if args.resume:
 else:
     trainer = ppo.train(config, "cartpole", until=record, stop_after=args.stop_after)
 print(f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step} "
-      f"interrupted {trainer.interrupted.name if trainer.interrupted else None}", flush=True)
+      f"interrupted {trainer.interrupted.name if trainer.interrupted else None} run_dir {trainer.run_dir}", flush=True)
