@@ -6,13 +6,13 @@ the next run; a checkpoint never makes eval or --resume import the code it names
 
 The signal tests start real training processes and signal them."""
 
+import dataclasses
 import glob
 import itertools
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
