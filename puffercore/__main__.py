@@ -70,6 +70,8 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         trainer = ppo.train(config, env)
     if trainer.group.is_main:  # under torchrun, one line for the job
         print(ppo.summary(trainer))
+    if trainer.interrupted:
+        sys.exit(128 + trainer.interrupted)  # the shell's convention for a run a signal ended
 
 
 def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

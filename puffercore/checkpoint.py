@@ -4,8 +4,11 @@ plain data (dicts, lists, tuples, str, numbers, None).
     checkpoint.save(path, {"model": model.state_dict(), "rng": np.random.get_state(), "update": 7})
     state = checkpoint.load(path, required=("model", "update"))
 
-Saving writes a temporary file beside `path`, flushes it to disk and renames it over
-`path`, so a crash mid-write never leaves a truncated file where a good one was.
+Saving writes a temporary file beside `path` (`.tmp-NAME-*.pt`), flushes it to disk and
+renames it over `path`, so a crash mid-write never leaves a truncated file where a good
+one was; temporary files that a killed save left behind are removed by the next save of
+the same path. A state holding a NaN or inf in any floating tensor or array is refused
+(`puffercore.finite.NonFiniteError`, naming it) and the file at `path` is left as it was.
 Loading uses `torch.load(weights_only=True)`: a file carrying a pickled callable (the
 classic `os.system` payload) is refused, never run. NumPy arrays and scalars, which
 that loader does not accept, are stored as tensors with their dtype and restored on
@@ -14,6 +17,8 @@ load, so `load(save(state))` gives `state` back.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import pickle
 import tempfile
@@ -21,6 +26,8 @@ from typing import Any, Iterable
 
 import numpy as np
 import torch
+
+from puffercore.finite import NonFiniteError
 
 ARRAY_KEY = "__puffercore_ndarray__"
 
@@ -33,11 +40,18 @@ def save(path: str | os.PathLike, state: dict[str, Any]) -> None:
     """Write `state` atomically to `path` (see the module docstring)."""
     if not isinstance(state, dict):
         raise TypeError(f"state must be a dict, got {type(state).__name__}")
-    encoded = _encode(state, "state")
     path = os.fspath(path)
+    try:
+        encoded = _encode(state, "state")
+    except NonFiniteError as error:
+        raise NonFiniteError(f"{error}, so {path} was not written") from None
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
+    prefix = f".tmp-{os.path.basename(path)}-"
+    for leftover in glob.glob(os.path.join(glob.escape(directory), glob.escape(prefix) + "*.pt")):
+        with contextlib.suppress(FileNotFoundError):  # left by a save of this path killed mid-write
+            os.remove(leftover)
+    handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=".pt", dir=directory)
     try:
         with os.fdopen(handle, "wb") as file:
             torch.save(encoded, file)
@@ -76,9 +90,15 @@ def load(path: str | os.PathLike, map_location: Any = "cpu", required: Iterable[
 
 
 def _encode(value: Any, where: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise NonFiniteError(f"{where} holds NaN or inf")
+        return value
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             raise TypeError(f"{where}: object arrays can't be checkpointed (they would need unpickling)")
+        if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all():
+            raise NonFiniteError(f"{where} holds NaN or inf")
         return {ARRAY_KEY: torch.from_numpy(np.ascontiguousarray(value).copy())}
     if isinstance(value, np.generic):
         return value.item()

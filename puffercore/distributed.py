@@ -110,6 +110,27 @@ class Group:
             return value
         return float(self.sum(torch.tensor([value if self.is_main else 0.0], dtype=torch.float64))[0])
 
+    def max(self, value: float) -> float:
+        """The largest of every rank's `value`, on every rank (a request any rank made)."""
+        if self.world_size == 1:
+            return value
+        import torch.distributed as dist
+
+        tensor = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return float(tensor[0])
+
+    def share(self, value):
+        """Rank 0's `value` (any picklable object, e.g. the run directory it created) on
+        every rank."""
+        if self.world_size == 1:
+            return value
+        import torch.distributed as dist
+
+        box = [value if self.is_main else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """A dict of floats summed over ranks (same keys on every rank required)."""
         if self.world_size == 1 or not values:

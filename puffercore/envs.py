@@ -10,8 +10,11 @@
 
 There is no registry: names are a short table of the ocean envs, everything else is
 imported or made by gymnasium. `EnvSource.spec` is the string that makes the env again
-(saved in checkpoints, so `eval` and `--resume` need no env argument); it is None for
-objects that have no importable name (a lambda, a vector env instance).
+(saved in checkpoints); it is None for objects that have no importable name (a lambda,
+a vector env instance). `resolve_saved` is the one rule for a saved spec: a file never
+chooses code to import or run, so `eval` and `--resume` make an env from a checkpoint's
+spec alone only when puffercore knows it (an ocean env, a gymnasium id registered in
+gymnasium, an Atari game); for any other env the caller passes it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,35 @@ def resolve(env: Any) -> EnvSource:
                      creator=env, native=_is_native_class(env))
 
 
+# How a caller passes the env of a checkpoint that can't make its own.
+PASS_THE_ENV = ("on the command line, `puffercore eval my_module:MyEnv --checkpoint RUN` or `puffercore train "
+                "my_module:MyEnv --resume RUN`; in Python, `ppo.evaluate(RUN, env=MyEnv)` or "
+                "`ppo.train(resume=RUN, env=MyEnv)`")
+
+
+def resolve_saved(spec: Any, env: Any, where: str) -> EnvSource:
+    """The EnvSource of a saved run whose checkpoint (at `where`) names its env `spec`.
+    `env`, when the caller passes one, is used, and refused when it is another env than
+    the spec names. Without it the spec alone makes the env only when it names an env
+    puffercore knows: anything else (module:attribute, which would be imported and
+    called) is refused with how to pass the env, never imported."""
+    if env is not None:
+        source = resolve(env)
+        if spec is not None and source.spec is not None and source.spec != spec:
+            raise ValueError(f"{where} was trained on {spec!r}, not {source.spec!r}")
+        return source
+    if spec is None:
+        raise ValueError(f"{where}: the checkpoint's env has no importable name (a lambda or a vector env); "
+                         f"pass the env: {PASS_THE_ENV}")
+    known = _known_env(spec) if isinstance(spec, str) else None
+    if known is None:
+        raise ValueError(
+            f"{where}: the checkpoint names the env {spec!r}, which is not one puffercore knows (an ocean env, a "
+            f"gymnasium id registered in gymnasium, atari:GAME); code a file names is never imported or run. "
+            f"If you trust that env, pass it yourself: {PASS_THE_ENV}")
+    return known
+
+
 def make_vector(source: EnvSource, backend: str = "auto", num_envs: int = 8, num_workers: int | None = None,
                 batch_size: int | None = None, seed: int = 0):
     """A vector env of `num_envs` sub-envs of `source` on `backend` ("auto": threads for
@@ -97,7 +129,9 @@ def make_vector(source: EnvSource, backend: str = "auto", num_envs: int = 8, num
                                   batch_size=blocks // batches if batches > 1 else None, seed=seed)
 
 
-def _resolve_name(name: str) -> EnvSource:
+def _known_env(name: str) -> EnvSource | None:
+    """The env `name` gives without importing anything the name chooses (an ocean env, a
+    registered gymnasium id, an Atari game), or None."""
     if name in OCEAN_ENVS:
         from puffercore import ocean
 
@@ -109,12 +143,19 @@ def _resolve_name(name: str) -> EnvSource:
         game = env_id.removeprefix("ALE/").rsplit("-", 1)[0]
         return EnvSource(name=f"{ATARI_PREFIX}{game}", spec=name, creator=functools.partial(AtariEnv, env_id),
                          native=False)
-    env_id = name[len(GYMNASIUM_PREFIX):] if name.startswith(GYMNASIUM_PREFIX) else name
+    env_id = name.removeprefix(GYMNASIUM_PREFIX)
     if env_id in gymnasium.registry:
         return EnvSource(name=f"{GYMNASIUM_PREFIX}{env_id}", spec=f"{GYMNASIUM_PREFIX}{env_id}",
                          creator=functools.partial(gymnasium.make, env_id), native=False)
+    return None
+
+
+def _resolve_name(name: str) -> EnvSource:
+    known = _known_env(name)
+    if known is not None:
+        return known
     if name.startswith(GYMNASIUM_PREFIX):
-        raise ValueError(f"unknown gymnasium env id {env_id!r} in env={name!r}")
+        raise ValueError(f"unknown gymnasium env id {name.removeprefix(GYMNASIUM_PREFIX)!r} in env={name!r}")
     if ":" in name:
         return dataclasses.replace(resolve(_import_attribute(name)), name=name, spec=name)
     raise ValueError(

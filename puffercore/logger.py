@@ -11,6 +11,7 @@ terminal.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import sys
@@ -22,7 +23,8 @@ STEP_COLUMN = "step"
 
 class Logger:
     """`resume_step`: when continuing a run, CSV rows logged after this step (by a run
-    that crashed after its last checkpoint) are dropped so the file reads as one run."""
+    that crashed after its last checkpoint) are dropped so the file reads as one run, and
+    so is a half-written last row (a run killed mid-write), with a one-line notice."""
 
     def __init__(
         self,
@@ -39,6 +41,8 @@ class Logger:
         self._columns: list[str] = [STEP_COLUMN]
         self._rows: list[dict[str, Any]] = []
         if resume_step is not None and os.path.isfile(self.csv_path):
+            if _torn_last_line(self.csv_path) and not quiet:
+                print(f"{self.csv_path}: dropping its half-written last row (a run killed mid-write)", file=sys.stderr)
             self._rows = [row for row in read_csv(self.csv_path) if row[STEP_COLUMN] <= resume_step]
             for row in self._rows:
                 self._columns += [key for key in row if key not in self._columns]
@@ -93,14 +97,27 @@ class Logger:
 
 
 def read_csv(path: str | os.PathLike) -> list[dict[str, float]]:
-    """Rows of a metrics CSV as dicts of floats (missing cells left out), step as int."""
-    rows = []
+    """Rows of a metrics CSV as dicts of floats (missing cells left out), step as int. A
+    last line without its line end is left out: a row still being written, or torn by a
+    kill mid-write."""
     with open(path, newline="") as file:
-        for raw in csv.DictReader(file):
-            row = {key: float(value) for key, value in raw.items() if value not in ("", None)}
-            row[STEP_COLUMN] = int(row[STEP_COLUMN])
-            rows.append(row)
+        text = file.read()
+    complete = text[: text.rfind("\n") + 1]
+    rows = []
+    for raw in csv.DictReader(io.StringIO(complete, newline="")):
+        row = {key: float(value) for key, value in raw.items() if value not in ("", None)}
+        row[STEP_COLUMN] = int(row[STEP_COLUMN])
+        rows.append(row)
     return rows
+
+
+def _torn_last_line(path: str) -> bool:
+    """Whether the file's last line lacks its line end (Logger writes whole lines)."""
+    with open(path, "rb") as file:
+        if file.seek(0, os.SEEK_END) == 0:
+            return False
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) != b"\n"
 
 
 def console_view(title: str, scalars: dict[str, float], progress: float | None = None, width: int = 30) -> str:

@@ -185,7 +185,7 @@ def test_training_step_changes_parameters_with_finite_loss():
     trainer.self_play()
     before = parameters(trainer.network)
     losses = trainer.train_step(trainer.replay.sample(trainer.replay_rng, 16))
-    assert all(np.isfinite(value) for value in losses.values())
+    assert all(torch.isfinite(value) for value in losses.values())
     assert losses["loss/policy"] > 0 and losses["loss/value"] >= 0
     after = parameters(trainer.network)
     assert any(not torch.equal(a, b) for a, b in zip(before, after))

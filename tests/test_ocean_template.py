@@ -81,11 +81,11 @@ def test_new_env_builds_and_trains_from_python_and_the_cli(tmp_path, monkeypatch
                            learning_rate=3e-3, quiet=True, tensorboard=False, run_dir=str(tmp_path / "python"))
     trainer = ppo.train(config, module.Maze)  # native: the threads backend
     assert trainer.env_spec == "maze:Maze" and trainer.vec is not None
-    assert ppo.evaluate(str(tmp_path / "python"), episodes=5) == [1.0] * 5  # walks right to the exit
+    assert ppo.evaluate(str(tmp_path / "python"), episodes=5, env=module.Maze) == [1.0] * 5  # walks right to the exit
 
     main(["train", "maze:Maze", "--total-timesteps", "512", "--vec.num-envs", "8", "--train.horizon", "16",
           "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false", "--run-dir", str(tmp_path / "cli")])
-    main(["eval", "--checkpoint", str(tmp_path / "cli"), "--episodes", "2"])
+    main(["eval", "maze:Maze", "--checkpoint", str(tmp_path / "cli"), "--episodes", "2"])
     assert "2 episodes, mean return" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["new-env", "maze", "--dir", str(tmp_path)])

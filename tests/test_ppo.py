@@ -641,7 +641,7 @@ def test_ctrl_c_saves_a_checkpoint_and_the_summary_says_how_to_resume(tmp_path):
     assert trainer.interrupted and trainer.update == 2
     assert checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))["counters"]["update"] == 2
     line = ppo.summary(trainer)
-    assert line.startswith(f"interrupted: {2 * 8 * 16:,} steps in ") and f"--resume {run_dir}" in line
+    assert line.startswith(f"interrupted by SIGINT: {2 * 8 * 16:,} steps in ") and f"--resume {run_dir}" in line
     resumed = ppo.train(None, resume=run_dir)
     assert not resumed.interrupted and resumed.update == 4 and ppo.summary(resumed).startswith("done: ")
 

@@ -148,7 +148,7 @@ def test_evaluate_reports_the_games_raw_score_across_lives(tmp_path, guess_modul
 
     ppo.train(PPOConfig(**SMALL, backend="serial", run_dir=str(tmp_path)), guess_envs.Lives)
     # Each game: 3 lives of 4 steps at 5 points, whose learner's rewards (1 per step) sum to 4 per life.
-    assert ppo.evaluate(str(tmp_path), episodes=2) == [60.0, 60.0]
+    assert ppo.evaluate(str(tmp_path), episodes=2, env=guess_envs.Lives) == [60.0, 60.0]
 
 
 def test_trains_a_user_class_a_creator_and_a_vector_env(tmp_path, guess_module):
@@ -156,8 +156,10 @@ def test_trains_a_user_class_a_creator_and_a_vector_env(tmp_path, guess_module):
 
     trainer = ppo.train(PPOConfig(**SMALL, backend="serial", run_dir=str(tmp_path / "class")), guess_envs.Guess)
     assert trainer.global_step == 8 * 16 * 2 and trainer.env_spec == "guess_envs:Guess"
-    returns = ppo.evaluate(str(tmp_path / "class"), episodes=2)  # the env comes from the checkpoint
+    returns = ppo.evaluate(str(tmp_path / "class"), episodes=2, env="guess_envs:Guess")  # the checkpoint's, by name
     assert len(returns) == 2
+    with pytest.raises(ValueError, match="the checkpoint names the env 'guess_envs:Guess', which is not one"):
+        ppo.evaluate(str(tmp_path / "class"), episodes=2)  # a checkpoint never imports the code it names
 
     creator_dir = str(tmp_path / "creator")
     ppo.train(PPOConfig(**SMALL, backend="serial", run_dir=creator_dir), lambda: guess_envs.Guess())
@@ -181,7 +183,7 @@ def test_cli_trains_module_attribute_and_config_files(tmp_path, guess_module, ca
     with open(os.path.join(run_dir, "config.json")) as file:
         saved = json.load(file)
     assert saved["env"] == "guess_envs:Guess" and saved["horizon"] == 16
-    main(["eval", "--checkpoint", run_dir, "--episodes", "2"])
+    main(["eval", "guess_envs:Guess", "--checkpoint", run_dir, "--episodes", "2"])  # the user's env, passed by them
     assert "2 episodes, mean return" in capsys.readouterr().out
 
     # A run's config.json trains again (its env included); flags override the file.

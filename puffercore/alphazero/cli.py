@@ -79,6 +79,11 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         trainer = train(AlphaZeroConfig.for_game(args.game, **overrides))
     if trainer.group.is_main:  # under torchrun, one line for the job
         print(f"checkpoint: {trainer.checkpoint_path}")
+        if trainer.interrupted:
+            print(f"interrupted by {trainer.interrupted.name} after iteration {trainer.counters['iteration']}; "
+                  f"checkpoint saved: puffercore alphazero --resume {trainer.run_dir}")
+    if trainer.interrupted:
+        sys.exit(128 + trainer.interrupted)  # the shell's convention for a run a signal ended
 
 
 def _play(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,9 @@ exactly.
 
 One iteration plays `games_per_iteration` whole games, `parallel_games` at a time.
 Iterations begin with a fresh search seeded from (run seed, iteration) and no game in
-flight, so a checkpoint between iterations resumes exactly.
+flight, so a checkpoint between iterations resumes exactly. SIGINT (Ctrl-C) and SIGTERM
+stop a run at the end of the iteration in progress (every rank together), with a
+checkpoint; a NaN or inf loss stops it without one, the last checkpoint kept.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import signal
 import time
 
 import numpy as np
@@ -34,6 +37,7 @@ from puffercore.alphazero.network import build_network
 from puffercore.alphazero.replay import ReplayBuffer
 from puffercore.alphazero.self_play import play_iteration
 from puffercore.distributed import Group
+from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.inference import resolve_precision
 from puffercore.logger import Logger, console_view
 from puffercore.seeding import derive_seed, named_seeds
@@ -73,8 +77,13 @@ class Trainer:
                                    config.num_players)
         self.replay_rng = np.random.default_rng(self.rank_seeds["replay"])
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0, "seconds": 0.0}
-        self.run_dir = run_dir
-        self.checkpoint_path = os.path.join(run_dir, run.CHECKPOINT_NAME) if run_dir else None
+        self.run_dir = run_dir  # None: `train` makes runs/alphazero-GAME-SEED-TIME
+        self.interrupted: signal.Signals | None = None  # the signal that stopped the run early (Ctrl-C: SIGINT)
+        self.saved_iteration: int | None = None  # the iteration of the last checkpoint written or resumed from
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        return os.path.join(self.run_dir, run.CHECKPOINT_NAME) if self.run_dir else None
 
     # self-play ------------------------------------------------------------------------
 
@@ -98,8 +107,9 @@ class Trainer:
 
     # training -------------------------------------------------------------------------
 
-    def train_step(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        """One gradient step on a batch; returns the losses before the step."""
+    def train_step(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One gradient step on a batch; returns the losses before the step (scalar
+        tensors: reading them would wait for the step, which `train` does once)."""
         config = self.config
         self.network.train()
         observations = batch["observations"]
@@ -116,7 +126,7 @@ class Trainer:
         self.group.average_gradients(self.network.parameters())  # data-parallel over ranks' replays
         self.optimizer.step()
         self.counters["train_steps"] += 1
-        return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/value": value_loss.item()}
+        return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(), "loss/total": loss.detach()}
 
     def learning_rate(self) -> float:
         """The rate for the next gradient steps: learning_rate, cosine-decayed to a tenth
@@ -127,13 +137,21 @@ class Trainer:
         return rate
 
     def train(self) -> dict[str, float]:
+        """This iteration's gradient steps; their mean losses. NonFiniteError when a loss
+        was NaN or inf (the network is then spoiled: nothing more is saved)."""
         rate = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = rate
         symmetries = self.game.symmetries if self.config.augment_symmetries else ()
-        losses = [self.train_step(self.replay.sample(self.replay_rng, self.config.batch_size, symmetries))
-                  for _ in range(self.config.train_steps)]
-        return {**{key: float(np.mean([entry[key] for entry in losses])) for key in losses[0]}, "train/learning_rate": rate}
+        losses = StepScalars()
+        for _ in range(self.config.train_steps):
+            losses.record(self.train_step(self.replay.sample(self.replay_rng, self.config.batch_size, symmetries)))
+        bad = losses.first_non_finite()
+        if bad is not None:
+            step, name, value = bad
+            raise NonFiniteError.in_run(f"iteration {self.counters['iteration'] + 1}",
+                                        f"{name} is {value} in training step {step + 1}", self._last_checkpoint())
+        return {**losses.means(), "train/learning_rate": rate}
 
     # evaluation -----------------------------------------------------------------------
 
@@ -183,12 +201,24 @@ class Trainer:
         self.replay_rng.bit_generator.state = state["replay_rng"]
         torch.set_rng_state(state["torch_rng"])
         self.counters = dict(state["counters"])
+        self.saved_iteration = self.counters["iteration"]
 
     def save(self) -> None:
         """Rank 0 writes (the network is the same everywhere; its replay is rank 0's, so a
-        resumed multi-rank run refills the other ranks' replays by self-play)."""
+        resumed multi-rank run refills the other ranks' replays by self-play). A state
+        with a NaN or inf is never written (NonFiniteError; the last checkpoint stays)."""
         if self.group.is_main:
-            checkpoint.save(self.checkpoint_path, self.state_dict())
+            try:
+                checkpoint.save(self.checkpoint_path, self.state_dict())
+            except NonFiniteError as error:
+                raise NonFiniteError.in_run(f"after iteration {self.counters['iteration']}", str(error),
+                                            self._last_checkpoint()) from None
+        self.saved_iteration = self.counters["iteration"]
+
+    def _last_checkpoint(self) -> str | None:
+        if self.saved_iteration is None:
+            return None
+        return f"{self.checkpoint_path} (iteration {self.saved_iteration})"
 
     @classmethod
     def resume(cls, run_dir: str) -> "Trainer":
@@ -216,42 +246,62 @@ def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quie
           budget: dict | None = None) -> Trainer:
     """Run (or, with `resume=RUN_DIR`, continue) a training run until `config.iterations`
     or `config.minutes`; metrics go to RUN_DIR (CSV, TensorBoard) and the console. A
-    resumed run may get a new `budget` ({"minutes": 90} extends a finished run)."""
-    if resume:
-        trainer = Trainer.resume(resume)
-        if budget:
-            unknown = set(budget) - set(BUDGET_FIELDS)
-            if unknown:
-                raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
-            trainer.config = dataclasses.replace(trainer.config, **budget)
-            trainer.config.validate()
-    else:
-        trainer = Trainer(config, config.run_dir or run.default_run_dir(f"alphazero-{config.game}-{config.seed}"))
-    config, main = trainer.config, trainer.group.is_main
-    quiet = quiet or not main
+    resumed run may get a new `budget` ({"minutes": 90} extends a finished run).
+    SIGINT (Ctrl-C) or SIGTERM ends the run after the iteration in progress, with a
+    checkpoint (`trainer.interrupted` names the signal); the handlers cover the trainer's
+    whole life, closing included, so that a signal a moment late kills nothing."""
+    with run.StopSignals("iteration") as signals:
+        if resume:
+            trainer = Trainer.resume(resume)
+            if budget:
+                unknown = set(budget) - set(BUDGET_FIELDS)
+                if unknown:
+                    raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
+                trainer.config = dataclasses.replace(trainer.config, **budget)
+                trainer.config.validate()
+        else:
+            trainer = Trainer(config, config.run_dir or None)
+        try:
+            _run(trainer, signals, resumed=bool(resume), quiet=quiet or not trainer.group.is_main)
+        except BaseException:
+            trainer.group.close(failed=True)
+            raise
+        trainer.group.close()
+    return trainer
+
+
+def _run(trainer: Trainer, signals: run.StopSignals, resumed: bool, quiet: bool) -> None:
+    """The iteration loop; under torchrun rank 0 alone writes (run files, metrics,
+    checkpoints), and a stop signal on any rank stops every rank after the same iteration."""
+    config, group = trainer.config, trainer.group
+    trainer.run_dir = trainer.run_dir or run.create_run_dir(f"alphazero-{config.game}", config.seed, group)
     logger = None
-    if main:  # under torchrun rank 0 alone writes
+    if group.is_main:
         run.write_run_files(trainer.run_dir, dataclasses.asdict(config), config.seed, trainer.seeds)
         logger = Logger(trainer.run_dir, config=dataclasses.asdict(config), quiet=quiet,
-                        resume_step=trainer.counters["positions"] if resume else None)
+                        resume_step=trainer.counters["positions"] if resumed else None)
     if not quiet:
         print(f"run directory: {trainer.run_dir}; seeds: {trainer.seeds}")
     try:
         while not trainer.done():
             scalars = trainer.iterate()
+            trainer.interrupted = signals.received(group)
             if logger is not None:
                 logger.log(trainer.counters["positions"], scalars)
-            if trainer.counters["iteration"] % config.checkpoint_interval == 0 or trainer.done():
+            if trainer.interrupted or trainer.counters["iteration"] % config.checkpoint_interval == 0 \
+                    or trainer.done():
                 trainer.save()
             if not quiet:
                 title = f"alphazero {config.game}: iteration {trainer.counters['iteration']}, " \
                         f"{trainer.counters['games']} games"
                 print(console_view(title, scalars, progress=trainer.progress()))
-    except BaseException:
-        trainer.group.close(failed=True)
-        raise
+            if trainer.interrupted:
+                break
+    except KeyboardInterrupt:
+        # A second Ctrl-C (the first asked for a stop after the iteration) or one raised by
+        # code: keep what was learned, as PPO does; the CLI prints how to resume.
+        trainer.interrupted = signal.SIGINT
+        trainer.save()
     finally:
         if logger is not None:
             logger.close()
-    trainer.group.close()
-    return trainer

@@ -4,7 +4,7 @@
     trainer = ppo.train(ppo.PPOConfig.for_env("cartpole"), "cartpole")   # an ocean preset
     trainer = ppo.train(ppo.PPOConfig(), "gymnasium:Acrobot-v1")          # defaults: gymnasium tasks
     trainer = ppo.train(ppo.PPOConfig(), MyEnv)                           # a class, creator or vector env
-    returns = ppo.evaluate(trainer.run_dir, episodes=10)
+    returns = ppo.evaluate(trainer.run_dir, episodes=10)                  # env=MyEnv for envs not known by name
 
 Read in this order: `config` (every hyperparameter, the presets), `loss` (the
 objective), `trainer` (the algorithm: collection, GAE, the update; its storage is

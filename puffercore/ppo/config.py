@@ -29,7 +29,7 @@ class PPOConfig:
     total_timesteps: int = _option(500_000, "run", "env transitions to train on")
     device: str = _option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
     torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
-    run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<time>")
+    run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<seed>-<time>")
     checkpoint_interval: int = _option(100, "run", "updates between checkpoints; 0: only at the end")
     log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
     tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")

@@ -7,7 +7,8 @@
     returns = evaluate("runs/cartpole-...", episodes=3, video="cartpole.mp4")   # and a video of them
 
 Checkpoints are taken at rollout boundaries every `checkpoint_interval` updates, at the
-end and on Ctrl-C; they hold model, optimizer, RNG streams, counters and normalization
+end, and when SIGINT (Ctrl-C) or SIGTERM asks the run to stop (`run.StopSignals`: the
+update in progress is finished first, on every rank together); they hold model, optimizer, RNG streams, counters and normalization
 statistics. Env state in general cannot be snapshotted (a C env struct array, a
 gymnasium env in another process), so a resumed run starts its envs with a reset seeded
 by (env seed, update): it is deterministic (the same checkpoint resumes to the same
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -50,30 +52,34 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
 
     `resume`: a run directory to continue from its checkpoint, with its saved env and
     config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
-    total_timesteps to extend the run); `env` is needed only when the checkpoint could
-    not name it (a lambda or a vector env instance). `stop_after`: end after that many
-    updates of this call (checkpointing as at the end), as a preempted job would.
-    `until(trainer)`: called
-    after each update (on every rank of a torchrun job, where rank 0's answer counts);
-    True ends the run early (benchmarks stop at a target return)."""
+    total_timesteps to extend the run); `env` is needed when the checkpoint's env is not
+    one puffercore knows by name (`envs.resolve_saved`: an env class, a creator, a
+    module:attribute the checkpoint names but never imports itself). `stop_after`: end
+    after that many updates of this call (checkpointing as at the end), as a preempted
+    job would. `until(trainer)`: called after each update (on every rank of a torchrun
+    job, where rank 0's answer counts); True ends the run early (benchmarks stop at a
+    target return). SIGINT or SIGTERM ends the run after the update in progress, with a
+    checkpoint (`trainer.interrupted` names the signal); the handlers cover the trainer's
+    whole life, closing included, so that a signal a moment late kills nothing."""
     saved = None
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
-        env = _saved_env(saved["env"], env, resume)
+        env = envs.resolve_saved(saved["env"], env, resume)
         config = resumed_config(saved["config"], config)
     elif env is None:
         raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
     elif config is None:
         config = PPOConfig.for_env(env)
-    trainer = Trainer(env, config, run_dir=resume)
-    try:
-        if saved is not None:
-            trainer.load_state_dict(saved)
-        _run(trainer, stop_after, until, resumed=saved is not None)
-    except BaseException:
-        trainer.close(failed=True)
-        raise
-    trainer.close()
+    with run.StopSignals("update") as signals:
+        trainer = Trainer(env, config, run_dir=resume)
+        try:
+            if saved is not None:
+                trainer.load_state_dict(saved)
+            _run(trainer, signals, stop_after, until, resumed=saved is not None)
+        except BaseException:
+            trainer.close(failed=True)
+            raise
+        trainer.close()
     return trainer
 
 
@@ -91,24 +97,13 @@ def resumed_config(saved: dict[str, Any], config: PPOConfig | dict[str, Any] | N
     return PPOConfig(**{**saved, **overrides})
 
 
-def _saved_env(spec: str | None, env: Any, path: str) -> Any:
-    """The env of a checkpoint: its saved spec, or `env` when it has none; refuses an
-    `env` other than the saved one."""
-    if spec is None:
-        if env is None:
-            raise ValueError(f"{path}: the checkpoint's env has no importable name (a lambda or a vector env); "
-                             f"pass the env")
-        return env
-    if env is not None and isinstance(env, str) and envs.resolve(env).spec != spec:
-        raise ValueError(f"{path} was trained on {spec!r}, not {env!r}")
-    return spec
-
-
-def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None:
+def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, until, resumed: bool) -> None:
     """The update loop. Under torchrun only rank 0 writes (run files, metrics, console,
     checkpoints) and decides when to log and stop; the other ranks follow its decisions,
-    so their collectives always line up."""
+    so their collectives always line up. A stop signal on any rank stops every rank
+    after the same update."""
     config, group = trainer.config, trainer.group
+    trainer.run_dir = trainer.run_dir or run.create_run_dir(trainer.env_name, config.seed, group)
     metrics = None
     if group.is_main:
         run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
@@ -134,8 +129,9 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
             trainer.global_step += trainer.transitions_per_update
 
             finished = trainer.update == trainer.num_updates
+            trainer.interrupted = signals.received(group)
             stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
-                bool(until and until(trainer))
+                bool(until and until(trainer)) or trainer.interrupted is not None
             log_now = finished or stopped or time.perf_counter() - last_log >= config.log_interval
             log_now, stopped = _rank0_decides(group, log_now, stopped)
             if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
@@ -153,8 +149,9 @@ def _run(trainer: Trainer, stop_after: int | None, until, resumed: bool) -> None
             if stopped:
                 break
     except KeyboardInterrupt:
-        # Ctrl-C: keep what was learned; the CLI prints how to resume.
-        trainer.interrupted = True
+        # A second Ctrl-C (the first asked for a stop after the update) or one raised by code:
+        # keep what was learned; the CLI prints how to resume.
+        trainer.interrupted = signal.SIGINT
         trainer.save_checkpoint()
     finally:
         trainer.elapsed = time.perf_counter() - start
@@ -188,7 +185,7 @@ def _duration(seconds: float) -> str:
 def summary(trainer: Trainer) -> str:
     """One line on how a run ended: steps, time, the recent return, where it is."""
     recent = trainer.recent_return()
-    ended = "interrupted" if trainer.interrupted else "done"
+    ended = f"interrupted by {trainer.interrupted.name}" if trainer.interrupted else "done"
     return (f"{ended}: {trainer.global_step:,} steps in {_duration(trainer.elapsed)} "
             f"({trainer.global_step / max(trainer.elapsed, 1e-9):,.0f} steps/s)"
             + (f", recent return {recent:.2f}" if recent is not None else "")
@@ -227,7 +224,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     path = run.checkpoint_path(path)
     state = checkpoint.load(path, required=CHECKPOINT_KEYS)
     config = PPOConfig(**state["config"])
-    env = _saved_env(state["env"], env, path)
+    env = envs.resolve_saved(state["env"], env, path)
     if recorder is not None:
         env = rgb_array_env(env)
     one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,

@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import math
 import os
+import signal
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ import torch
 
 from puffercore import advantage, checkpoint, envs, run
 from puffercore.distributed import Group
+from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
@@ -86,11 +88,13 @@ class Trainer:
         self.update = 0
         self.global_step = 0
         self.elapsed = 0.0  # seconds of training, earlier sessions of a resumed run included
-        self.interrupted = False  # Ctrl-C ended the run
+        self.interrupted: signal.Signals | None = None  # the signal that stopped the run early (Ctrl-C: SIGINT)
+        self.saved_update: int | None = None  # the update of the last checkpoint written or resumed from
         self.timers = {"env": 0.0, "inference": 0.0, "learn": 0.0}
         self.episodes = EpisodeStats(self.group)
         self.losses: dict[str, float] = {}
-        self.run_dir = run_dir or self.config.run_dir or run.default_run_dir(self.env_name)
+        # None: a new directory, runs/ENV-SEED-TIME, made when training starts (`ppo.train`)
+        self.run_dir = run_dir or self.config.run_dir or None
 
     def _rank_seed(self, name: str, update: int = 0) -> int:
         """The named seed on rank 0 of a fresh run; other ranks and resumed runs get
@@ -135,6 +139,10 @@ class Trainer:
         actions to send."""
         device = self.device
         obs, rewards, terminals, truncations, _, _, masks = batch
+        finite = np.isfinite(rewards)
+        if not finite.all():
+            rows = np.arange(self.rows)[batch.rows][~finite]
+            raise self._non_finite(f"the env returned reward {rewards[~finite][0]} at env rows {rows.tolist()}")
         slots = self.rollout.batch_slots(batch.rows)
 
         state = None
@@ -203,6 +211,7 @@ class Trainer:
             probability, weights_all = row_priorities(batch["advantage"], batch["mask"], config.prio_alpha, beta)
 
         stats = collections.defaultdict(float)
+        watched = StepScalars()  # read once, after the last minibatch: no host sync per minibatch
         minibatches = 0
         stop = False
         for _ in range(config.update_epochs):
@@ -216,9 +225,14 @@ class Trainer:
                 self.optimizer.zero_grad()
                 losses["loss"].backward()
                 self.group.average_gradients(self.policy.parameters())
+                norms = {}
                 for group, parameters in self.parameter_groups.items():
                     norm = torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
-                    stats["grad_norm" + (group and "_" + group)] += float(norm)
+                    key = "grad_norm" + (group and "_" + group)
+                    stats[key] += float(norm)
+                    norms["loss/" + key] = norm
+                watched.record({"loss/policy": losses["policy"], "loss/value": losses["value"],
+                                "loss/entropy": losses["entropy"], **norms})
                 self.optimizer.step()
                 for key, value in losses.items():
                     stats[key] += float(value.detach())
@@ -228,6 +242,10 @@ class Trainer:
                     break
             if stop:
                 break
+        bad = watched.first_non_finite()
+        if bad is not None:
+            minibatch, name, value = bad
+            raise self._non_finite(f"{name} is {value} in minibatch {minibatch + 1}")
         self.losses = {f"loss/{key}": value / minibatches for key, value in stats.items()}
         self.losses["loss/minibatches"] = minibatches  # fewer than epochs x minibatches: target_kl stopped it
         values, returns = batch["value"], batch["return"]
@@ -313,13 +331,30 @@ class Trainer:
             self.vec.load_state_dict(state["normalize"])
         if self.popart is not None:
             self.popart.load_state_dict(state["popart"])
+        self.saved_update = self.update
 
     def save_checkpoint(self) -> str:
-        """Rank 0 writes (every rank holds the same model); returns the path."""
+        """Rank 0 writes (every rank holds the same model); returns the path. A state with
+        a NaN or inf is never written (NonFiniteError; the last checkpoint stays)."""
+        if self.run_dir is None:
+            raise ValueError("this Trainer has no run directory yet: give it run_dir, or train it with ppo.train")
         path = os.path.join(self.run_dir, run.CHECKPOINT_NAME)
         if self.group.is_main:
-            checkpoint.save(path, self.state_dict())
+            try:
+                checkpoint.save(path, self.state_dict())
+            except NonFiniteError as error:
+                raise NonFiniteError.in_run(f"after update {self.update}", str(error), self._last_checkpoint()) from None
+        self.saved_update = self.update
         return path
+
+    def _non_finite(self, problem: str) -> NonFiniteError:
+        """The error for a NaN or inf found in the update in progress."""
+        return NonFiniteError.in_run(f"update {self.update + 1}", problem, self._last_checkpoint())
+
+    def _last_checkpoint(self) -> str | None:
+        if self.saved_update is None:
+            return None
+        return f"{os.path.join(self.run_dir, run.CHECKPOINT_NAME)} (update {self.saved_update})"
 
     def metrics(self, elapsed: float) -> dict[str, float]:
         """Scalars since the last call; under torchrun every rank calls it together and

@@ -9,6 +9,7 @@ import dataclasses
 import mmap
 import os
 import pickle
+import signal
 import time
 import traceback
 from multiprocessing import reduction
@@ -95,6 +96,12 @@ def attach_words(segment: mmap.mmap, offset: int, count: int) -> np.ndarray:
 def worker_main(worker: int, config: dict, connection) -> None:
     """Entry point of a worker process: build its envs on its rows of the shared
     buffers, then serve commands until CLOSE or until the parent disappears."""
+    # The caller owns the workers' lifetime (close() stops them, kills a stuck one; they
+    # leave when it dies). Ctrl-C, `timeout` and torchrun signal the whole process group
+    # and Slurm every process of the job: a trainer finishing its update before it saves
+    # needs its workers stepping until then.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fd = config["segment"].fd
     segment = map_segment(fd, config["segment_size"])
     os.close(fd)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import multiprocessing.util
 import os
 import pickle
 import signal
 import time
-import weakref
 
 import numpy as np
 
@@ -158,9 +158,11 @@ class Processes(VectorEnv):
         self._connections, self._processes = [], []
         self._timed_out: list[int] = []  # workers stuck in a command: close() kills them
         # Everything close() needs, without a reference to self, so garbage collection
-        # of an unclosed env still shuts the workers down.
-        self._finalizer = weakref.finalize(
-            self, _shutdown, self._processes, self._connections, self._words, self._timed_out
+        # of an unclosed env still shuts the workers down. multiprocessing's Finalize
+        # with an exit priority also runs at interpreter exit before multiprocessing
+        # terminates its daemon children, a signal the workers ignore (process_worker).
+        self._finalizer = multiprocessing.util.Finalize(
+            self, _shutdown, (self._processes, self._connections, self._words, self._timed_out), exitpriority=0
         )
         try:
             for worker in range(self.num_workers):

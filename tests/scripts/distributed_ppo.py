@@ -1,8 +1,12 @@
 """Run under torchrun by tests/test_distributed.py: PPO on the native CartPole, each rank
 writing a digest of its parameters after every update to OUT/rank<R>.txt, so the test
-can check that all ranks hold the same model. `--fail-at N`: rank 1 raises at update N.
+can check that all ranks hold the same model, and how it ended (the signal that stopped
+it, if one did). `--fail-at N`: rank 1 raises at update N.
 
     torchrun --standalone --nproc-per-node 2 tests/scripts/distributed_ppo.py OUT RUN_DIR [--resume] [--fail-at N]
+        [--updates N] [--stop-after N]
+
+RUN_DIR "" trains in a new directory under ./runs.
 """
 
 import argparse
@@ -19,6 +23,7 @@ parser.add_argument("run_dir")
 parser.add_argument("--resume", action="store_true")
 parser.add_argument("--fail-at", type=int, default=0)
 parser.add_argument("--updates", type=int, default=4)
+parser.add_argument("--stop-after", type=int, default=None, help="updates of this call at most (ppo.train's stop_after)")
 args = parser.parse_args()
 rank = int(os.environ["RANK"])
 digests = open(os.path.join(args.out, f"rank{rank}.txt"), "a")
@@ -38,7 +43,9 @@ config = ppo.PPOConfig.for_env("cartpole", num_envs=8, horizon=16, minibatch_siz
                                total_timesteps=2 * 8 * 16 * args.updates, quiet=True, tensorboard=False,
                                run_dir=args.run_dir, log_interval=0.0, norm_obs=True, norm_reward=True)
 if args.resume:
-    trainer = ppo.train({"total_timesteps": 2 * 8 * 16 * args.updates}, resume=args.run_dir, until=record)
+    trainer = ppo.train({"total_timesteps": 2 * 8 * 16 * args.updates}, resume=args.run_dir, until=record,
+                        stop_after=args.stop_after)
 else:
-    trainer = ppo.train(config, "cartpole", until=record)
-print(f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step}")
+    trainer = ppo.train(config, "cartpole", until=record, stop_after=args.stop_after)
+print(f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step} "
+      f"interrupted {trainer.interrupted.name if trainer.interrupted else None} run_dir {trainer.run_dir}", flush=True)

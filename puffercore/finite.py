@@ -1,0 +1,59 @@
+"""NaN and inf caught where they appear, so that none reaches a checkpoint: the trainers
+record each training step's scalars (losses, gradient norms) on their device and look at
+them once per update, and `puffercore.checkpoint.save` refuses a state that holds any.
+
+    scalars = StepScalars()
+    for minibatch in minibatches:
+        ...
+        scalars.record({"loss/policy": policy_loss.detach(), "loss/grad_norm": norm})   # no wait for the device
+    bad = scalars.first_non_finite()          # the one host sync: (step, name, value) or None
+    means = scalars.means()
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class NonFiniteError(ValueError):
+    """A NaN or inf where training needs finite numbers; the message names the quantity,
+    where it appeared and the checkpoint that is kept."""
+
+    @classmethod
+    def in_run(cls, where: str, problem: str, last_checkpoint: str | None) -> "NonFiniteError":
+        """The error that ends a run: `where` (e.g. "update 7"), `problem` (what is NaN or
+        inf), `last_checkpoint` (its path and step, or None when none was written)."""
+        kept = (f"the last checkpoint, {last_checkpoint}, is kept as it was" if last_checkpoint
+                else "no checkpoint was written")
+        return cls(f"{where}: {problem}; the run stops here: {kept}")
+
+
+class StepScalars:
+    """Named scalar tensors of every step of an update, kept on their device until the
+    update ends, so that watching them costs no host sync per step. Every step records
+    the same names."""
+
+    def __init__(self):
+        self.names: tuple[str, ...] = ()
+        self._steps: list[torch.Tensor] = []
+
+    def record(self, scalars: dict[str, torch.Tensor]) -> None:
+        if not self._steps:
+            self.names = tuple(scalars)
+        self._steps.append(torch.stack(list(scalars.values())))
+
+    def first_non_finite(self) -> tuple[int, str, float] | None:
+        """(step, name, value) of the first NaN or inf: the earliest step, and within it
+        the first name in recording order; None when every value is finite."""
+        if not self._steps:
+            return None
+        values = torch.stack(self._steps)
+        bad = ~torch.isfinite(values)
+        if not bool(bad.any()):
+            return None
+        step, column = bad.nonzero()[0].tolist()  # row-major: the earliest step first
+        return step, self.names[column], float(values[step, column])
+
+    def means(self) -> dict[str, float]:
+        """Each name's mean over the recorded steps."""
+        return dict(zip(self.names, torch.stack(self._steps).double().mean(0).tolist())) if self._steps else {}
