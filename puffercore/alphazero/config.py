@@ -133,26 +133,21 @@ PRESETS = {
     "tictactoe": dict(channels=32, blocks=1, games_per_iteration=64, parallel_games=64, simulations=40,
                       temperature_moves=3, replay_capacity=20_000, batch_size=128, train_steps=40,
                       iterations=15, eval_interval=5, eval_games=20, eval_simulations=40),
-    # Self-play time goes almost all (95%) into the network's forward passes, so the tower
-    # is narrow (32 channels) and the search short; two threads of 128 games each overlap
-    # one thread's tree work with the other's forward (1.09-1.2x the games of one thread
-    # of 256 with 2 torch threads: `python bench/bench_alphazero_selfplay.py`). Each
-    # example is trained on about 1.5 times per mirror image: 12-minute A/B runs on one
-    # core each, 200 games at 100 simulations against the 1000-rollout UCT baseline, went
-    # from 48% (no mirror, a third of the gradient steps) to 69%.
+    # Self-play time goes mostly into the network's forward passes, so the tower is narrow
+    # and the search short; two self-play threads overlap one's tree work with the other's
+    # forward; every example is trained on about 1.5 times per mirror image; the value
+    # target mixes in the root's search value and the rate decays over the run. The
+    # measurements behind each choice are in docs/design.md ("AlphaZero presets").
     "connect4": dict(channels=32, blocks=3, games_per_iteration=256, parallel_games=256, simulations=64,
                      dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
-                     learning_rate=2e-3, train_steps=300, iterations=1000, minutes=30, eval_interval=4,
-                     eval_games=20, eval_simulations=100),
+                     learning_rate=2e-3, lr_decay="cosine", search_value_weight=0.5, train_steps=300,
+                     iterations=1000, minutes=30, eval_interval=4, eval_games=20, eval_simulations=100),
     # Azul: flat observations (an MLP tower), ~60 moves a game with dozens of legal moves.
     # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q and the
-    # value loss is weighted up (x10 took the greedy-bot win rate after 4 minutes from 2%
-    # to 36%; x30 gave 24%, 100 simulations 17%: fewer games). An iteration takes seconds
-    # and UCT rollouts of whole Azul games are slow, so evaluation is sparse, its baseline
-    # searches less, and the 200 MB checkpoint is written every 10 iterations. Self-play
-    # stays on one thread: the small MLP's forward is mostly per-op Python overhead under
-    # the GIL, and two threads of 32 games made 0.52x the games of one thread of 64
-    # (`python bench/bench_alphazero_selfplay.py --game azul`).
+    # value loss is weighted up. UCT rollouts of whole Azul games are slow, so evaluation
+    # is sparse and its baseline searches less; the checkpoint (the replay with it) is
+    # large, so it is written every 10 iterations. Self-play stays on one thread: the
+    # small MLP's forward is mostly per-op Python work under the GIL.
     "azul": dict(channels=128, blocks=2, games_per_iteration=64, parallel_games=64, simulations=50,
                  self_play_threads=1,
                  normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,
