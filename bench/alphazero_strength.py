@@ -50,7 +50,7 @@ class OpenSpielMCTS:
         return self.bot.step(self.state)
 
 
-def main():
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="checkpoint.pt or its run directory")
     parser.add_argument("--games", type=int, default=200,
@@ -63,7 +63,7 @@ def main():
                         help="simulations per move of the UCT baseline and of OpenSpiel's MCTSBot")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
     agent = AlphaZeroAgent.load(args.checkpoint)
@@ -82,15 +82,18 @@ def main():
     path = checkpoint_path(args.checkpoint)
     counters = checkpoint.load(path)["counters"]
     print(f"{agent.config.game}: {counters['seconds'] / 60:.1f} training minutes, {counters['games']} self-play games")
+    results = {}
     for simulations in args.simulations:
         for index, name in enumerate(chosen):
             start = time.perf_counter()
             rates = play_against(agent, opponents[name], args.games, derive_seed(args.seed, index), simulations)
+            results[(simulations, name)] = rates
             seats = ", ".join(f"seat {seat}: {rates[f'win_seat{seat}']:.3f}" for seat in range(players))
             print(f"agent {simulations or agent.config.eval_simulations} simulations vs {name}: "
                   f"win {rates['win']:.3f}  draw {rates['draw']:.3f}  loss {rates['loss']:.3f}  "
                   f"margin {rates['margin']:+.3f}  (wins in {seats})  "
                   f"({args.games} games, {time.perf_counter() - start:.0f} s)", flush=True)
+    return results
 
 
 if __name__ == "__main__":

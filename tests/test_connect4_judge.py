@@ -100,6 +100,9 @@ def test_openspiel_mctsbot_follows_the_game_and_plays_both_seats(tiny_connect4_r
     assert rates["win"] + rates["draw"] + rates["loss"] == pytest.approx(1.0)
     # 50 solving rollout simulations beat a 4-simulation search with an untrained network.
     assert rates["loss"] >= 0.5
+    results = strength.main([tiny_connect4_run, "--opponents", "openspiel", "random", "--games", "2",
+                             "--uct-simulations", "20", "--simulations", "4", "--threads", "1"])
+    assert set(results) == {(4, "openspiel"), (4, "random")}
     bot = strength.OpenSpielMCTS(10, seed=0)
     state = agent.game.new_state()
     state.apply(3)  # a move the bot was not told about
