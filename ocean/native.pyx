@@ -34,8 +34,9 @@ from libc.string cimport memcpy, memset
 from puffercore.env cimport (
     PC_ABI_VERSION, PC_FLOAT32, PC_INT32, PC_LOG_SLOTS, PC_UINT8, PcBounds, PcEnv, PcEnvSpec,
     pc_drain_logs, pc_dtype_size, pc_env_at, pc_env_bind, pc_reset_range, pc_step_range)
-from puffercore.spaces import flat_bounds, spec_spaces
+from puffercore.checks import check_int
 from puffercore.env import PufferEnv, check_actions, check_seed
+from puffercore.spaces import flat_bounds, spec_spaces
 
 cnp.import_array()
 
@@ -67,8 +68,7 @@ cdef class _EnvArray:
 
     def __init__(self, spec, num_envs, seed, buffers, render_mode, *, rows=None, env_size=None, obs_size=None,
                  obs_shape=None, act_shape=None):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        num_envs = check_int(num_envs, "num_envs", 1)
         seed = check_seed(seed)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -115,8 +115,7 @@ cdef class _EnvArray:
 
     @env_index_base.setter
     def env_index_base(self, value):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"env_index_base must be a non-negative int, got {value!r}")
+        value = check_int(value, "env_index_base", 0)
         self.index_base = value
 
     def env_address(self, int64_t index):
@@ -389,20 +388,6 @@ cdef bint _all_finite(const float* values, int64_t count) noexcept nogil:
     for i in range(count):
         finite &= isfinite(values[i]) != 0
     return finite
-
-
-def check_choice(name, value, choices):
-    """A binding's string keyword argument, checked to be one of `choices`."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
-    return value
-
-
-def check_int(name, value, low, high):
-    """A binding's integer keyword argument, checked to lie in [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
-    return int(value)
 
 
 cdef tuple _bounds(const PcBounds* bounds, int32_t size):

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from puffercore import _advantage_cpu
+from puffercore.checks import check_int
 
 __all__ = ["compute"]
 
@@ -125,14 +126,12 @@ def compute(
     if rows * length > 0 and outputs[0].address == outputs[1].address:
         raise ValueError("advantages and returns must be different arrays")
 
-    gamma = _check_scalar("gamma", gamma, 0.0, 1.0)
-    lam = _check_scalar("lam", lam, 0.0, 1.0)
-    rho_clip = _check_scalar("rho_clip", rho_clip, 0.0, math.inf, low_inclusive=False)
-    c_clip = _check_scalar("c_clip", c_clip, 0.0, math.inf, low_inclusive=False)
-    if num_threads is not None and (
-        not isinstance(num_threads, (int, np.integer)) or num_threads < 1
-    ):
-        raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
+    gamma = _check_scalar(gamma, "gamma", 0.0, 1.0)
+    lam = _check_scalar(lam, "lam", 0.0, 1.0)
+    rho_clip = _check_scalar(rho_clip, "rho_clip", 0.0, math.inf, low_inclusive=False)
+    c_clip = _check_scalar(c_clip, "c_clip", 0.0, math.inf, low_inclusive=False)
+    if num_threads is not None:
+        num_threads = check_int(num_threads, "num_threads", 1)
 
     addresses = [
         info.address if info is not None else 0 for info in [values_info, *inputs, *outputs]
@@ -195,7 +194,7 @@ def _empty_like_steps(values: Any, shape: tuple) -> Any:
     return torch.empty(shape, dtype=torch.float32, device=values.device)
 
 
-def _check_scalar(name, value, low, high, low_inclusive=True) -> float:
+def _check_scalar(value, name, low, high, low_inclusive=True) -> float:
     try:
         value = float(value)
     except (TypeError, ValueError):

@@ -42,6 +42,7 @@ import numpy as np
 from gymnasium import spaces
 
 from puffercore import _image
+from puffercore.checks import check_int
 
 # No-frameskip ALE ids in their gymnasium form; "Breakout" means ALE/Breakout-v5.
 ALE_PREFIX = "ALE/"
@@ -114,8 +115,7 @@ class AtariEnv(gymnasium.Env):
         for name, value, least in (("noop_max", noop_max, 0), ("frame_skip", frame_skip, 1),
                                    ("screen_size", screen_size, 1), ("stack", stack, 1),
                                    ("max_episode_frames", max_episode_frames, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+            check_int(value, name, least)
         if not 0.0 <= repeat_action_probability <= 1.0:
             raise ValueError(f"repeat_action_probability must be in [0, 1], got {repeat_action_probability!r}")
         if render_mode not in (None, "rgb_array"):

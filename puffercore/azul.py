@@ -24,10 +24,9 @@ without exactly 20 tiles, a pattern line holding a colour its wall row has, ...)
 
 from __future__ import annotations
 
-import numpy as np
-
 from puffercore import _azul
 from puffercore._games import Game, GameState
+from puffercore.checks import check_int
 
 BLUE, YELLOW, RED, BLACK, WHITE = range(5)
 COLORS = 5
@@ -36,12 +35,6 @@ CENTRE = 9
 FLOOR = 5
 NUM_ACTIONS = _azul.NUM_ACTIONS
 COLOR_LETTERS = "BYRKW"  # as the board prints them: K is black
-
-
-def _check_index(value, name: str, high: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value <= high:
-        raise ValueError(f"{name} must be an int in [0, {high}], got {value!r}")
-    return int(value)
 
 
 class AzulState(GameState):
@@ -89,7 +82,7 @@ class Azul(Game):
         """The action index of taking `color` from `source` to `destination`."""
         for value, name, high in ((source, "source", CENTRE), (color, "color", COLORS - 1),
                                   (destination, "destination", FLOOR)):
-            _check_index(value, name, high)
+            check_int(value, name, 0, high)
         return int((source * COLORS + color) * (FLOOR + 1) + destination)
 
     @staticmethod
@@ -123,7 +116,7 @@ class Azul(Game):
     @staticmethod
     def describe(action: int) -> tuple[int, int, int]:
         """(source, colour, destination) of an action index."""
-        action = _check_index(action, "action", NUM_ACTIONS - 1)
+        action = check_int(action, "action", 0, NUM_ACTIONS - 1)
         return action // (COLORS * (FLOOR + 1)), action // (FLOOR + 1) % COLORS, action % (FLOOR + 1)
 
 

@@ -131,10 +131,3 @@ class Group:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
-        """A dict of floats summed over ranks (same keys on every rank required)."""
-        if self.world_size == 1 or not values:
-            return values
-        keys = sorted(values)
-        total = self.sum(torch.tensor([values[key] for key in keys], dtype=torch.float64))
-        return dict(zip(keys, total.tolist()))

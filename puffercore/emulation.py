@@ -17,34 +17,8 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
-from puffercore.env import Buffers, PufferEnv, check_seed, derive_seed
+from puffercore.env import Buffers, EpisodeMeans, PufferEnv, check_seed, derive_seed
 from puffercore.spaces import ActionTree, SpaceTree  # noqa: F401 (re-exported: the emulation API)
-
-class EpisodeStats:
-    """Statistics of finished episodes, drained as the `info` dict of the env contract:
-    the mean of each statistic and `episodes`, the number of episodes."""
-
-    def __init__(self):
-        self._clear()
-
-    def _clear(self) -> None:
-        self._sums: dict[str, float] = {}
-        self._counts: dict[str, int] = {}
-        self._episodes = 0
-
-    def add(self, stats: dict[str, float]) -> None:
-        self._episodes += 1
-        for key, value in stats.items():
-            self._sums[key] = self._sums.get(key, 0.0) + float(value)
-            self._counts[key] = self._counts.get(key, 0) + 1
-
-    def drain(self) -> dict[str, float]:
-        if not self._episodes:
-            return {}
-        info = {key: total / self._counts[key] for key, total in self._sums.items()}
-        info["episodes"] = float(self._episodes)
-        self._clear()
-        return info
 
 
 def _numeric_items(info: dict) -> dict[str, float]:
@@ -83,7 +57,7 @@ class Adapter(PufferEnv):
         self.render_mode = getattr(env, "render_mode", None)
         self.metadata = getattr(env, "metadata", {"render_modes": []})
         self._init_buffers(buffers)
-        self._stats = EpisodeStats()
+        self._stats = EpisodeMeans()
         self._needs_reset = True
         self._closed = False
 
@@ -93,7 +67,7 @@ class Adapter(PufferEnv):
         self.rewards[:] = 0
         self.terminals[:] = False
         self.truncations[:] = False
-        self._stats = EpisodeStats()
+        self._stats.clear()
         self._needs_reset = False
         return None if seed is None else derive_seed(seed, self.env_index_base)
 
@@ -157,7 +131,8 @@ class GymnasiumEnv(Adapter):
         # `episode_continues`: the learner's episode ended but the env's goes on (Atari's
         # episodic life: a lost life); its stats are logged, whole, when it really ends.
         if not info.get("episode_continues"):
-            self._stats.add(
+            # The env's own statistics win: Atari's `episode_return` is the game's raw score.
+            self._stats.add_episode(
                 {"episode_return": self._episode_return, "episode_length": self._episode_length, **_numeric_items(info)}
             )
             self._episode_return, self._episode_length = 0.0, 0
@@ -254,6 +229,6 @@ class PettingZooEnv(Adapter):
             self.observations[~self.masks] = 0
         else:
             returns = list(self._episode_returns.values()) or [0.0]
-            self._stats.add({"episode_return": float(np.mean(returns)), "episode_length": self._episode_length})
+            self._stats.add_episode({"episode_return": float(np.mean(returns)), "episode_length": self._episode_length})
             self._start_episode()
         return self.observations, self.rewards, self.terminals, self.truncations, self._stats.drain()

@@ -3,9 +3,10 @@
 Every env that puffercore can vectorize or train on -- ocean C envs, the gymnasium and
 PettingZoo adapters, and the vector envs themselves -- is a `PufferEnv`:
 
-- `single_observation_space` / `single_action_space`: the spaces of ONE row, already
-  flat (Box for observations; Discrete, MultiDiscrete or Box for actions). Structured
-  spaces are flattened by `puffercore.emulation`, which keeps the tree for policies.
+- `single_observation_space` / `single_action_space`: the spaces of ONE row (a Box for
+  observations, flat `(size,)` except a numba env's, which keeps the shape it declared;
+  Discrete, MultiDiscrete or Box for actions). Structured spaces are flattened by
+  `puffercore.emulation`, which keeps the tree for policies.
 - `num_envs`: independent sub-environments; `num_agents`: rows (>= num_envs; a
   multi-agent sub-env owns several consecutive rows).
 - Buffers (`Buffers`), one row per agent, owned by the env or handed in by a vector
@@ -31,6 +32,7 @@ Contracts the whole project relies on:
   meaningless.
 - `info` is a dict of floats: means of episode statistics over the episodes that
   finished since the last call, plus `"episodes"`, their count. Empty when none did.
+  `EpisodeMeans` is its arithmetic (adding episodes, merging infos), used everywhere.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from puffercore.checks import check_int
 from puffercore.seeding import check_seed, derive_seed  # noqa: F401 (part of this module's API)
 
 
@@ -70,8 +73,7 @@ class Buffers:
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
     ) -> "Buffers":
-        if not isinstance(num_agents, (int, np.integer)) or num_agents <= 0:
-            raise ValueError(f"num_agents must be a positive int, got {num_agents!r}")
+        num_agents = check_int(num_agents, "num_agents", 1)
         obs_shape = (num_agents, *observation_space.shape)
         return cls(
             observations=np.zeros(obs_shape, dtype=observation_space.dtype),
@@ -151,6 +153,59 @@ def check_actions(actions: Any, action_space: gymnasium.Space, num_agents: int) 
             raise ValueError(f"actions must be finite, got actions[{', '.join(map(str, bad))}] = {actions[tuple(bad)]}")
         return actions
     raise TypeError(f"unsupported action space {action_space}")
+
+
+class EpisodeMeans:
+    """The arithmetic of `info` (see the module docstring): episode-weighted means of
+    episode statistics, the one implementation behind every place that reports or logs
+    them -- an adapter adding its env's ended episodes, a vector merging its sub-envs'
+    infos (`vector.merge_infos`), the PPO trainer's log rows and torchrun ranks, and the
+    SB3 adapter's per-episode infos. Each statistic's mean covers the episodes that
+    reported it; `episodes` counts them all.
+
+        means.add({"episodes": 3.0, "episode_return": 2.0})   # an info: means of 3 episodes
+        means.add_episode({"episode_return": 5.0})             # one episode
+        means.drain()   # {"episodes": 4.0, "episode_return": 2.75}; {} when none ended
+    """
+
+    def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
+        self.episodes = 0.0
+        self.sums: dict[str, float] = {}  # statistic -> sum of its value over the episodes that reported it
+        self.weights: dict[str, float] = {}  # statistic -> those episodes
+
+    def add(self, info: dict) -> None:
+        """An info dict: the means of `info["episodes"]` episodes (nothing without it)."""
+        episodes = info.get("episodes", 0.0)
+        if not episodes:
+            return
+        self.episodes += episodes
+        for key, value in info.items():
+            if key != "episodes":
+                self.sums[key] = self.sums.get(key, 0.0) + float(value) * episodes
+                self.weights[key] = self.weights.get(key, 0.0) + episodes
+
+    def add_episode(self, stats: dict[str, float]) -> None:
+        """The statistics of one ended episode."""
+        self.add({**stats, "episodes": 1.0})
+
+    def merge(self, other: "EpisodeMeans") -> None:
+        """Everything `other` holds (another rank's, say) added to this."""
+        self.episodes += other.episodes
+        for key, total in other.sums.items():
+            self.sums[key] = self.sums.get(key, 0.0) + total
+            self.weights[key] = self.weights.get(key, 0.0) + other.weights[key]
+
+    def drain(self) -> dict[str, float]:
+        """The info of everything added since the last drain, emptying this; {} when no
+        episode ended."""
+        if not self.episodes:
+            return {}
+        info = {"episodes": self.episodes, **{key: total / self.weights[key] for key, total in self.sums.items()}}
+        self.clear()
+        return info
 
 
 class PufferEnv:

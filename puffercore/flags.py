@@ -1,7 +1,9 @@
-"""Command-line flags from config dataclass fields, shared by the `puffercore` commands
+"""What the config dataclasses (PPOConfig, AlphaZeroConfig) share: the check of every
+field against its annotation, and the command-line flags of the `puffercore` commands
 (PPO's `train`, AlphaZero's `alphazero`): one flag per field, dashes or underscores,
 default None so that only what the user typed overrides the preset.
 
+    check_fields(config)   # in validate(): ValueError naming the first field of the wrong type
     add_dataclass_flags(parser, PPOConfig, prefix=lambda field: ..., preset="the env preset")
     overrides = dataclass_overrides(args, PPOConfig)
 """
@@ -10,8 +12,54 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
+import numbers
+import typing
 from typing import Callable
+
+# How a message names the value each annotation asks for.
+EXPECTED = {bool: "a bool (True or False)", int: "an int", float: "a number", str: "a str"}
+
+
+@functools.cache
+def field_types(config_class: type) -> dict[str, type]:
+    """Each field's annotation, resolved: bool, int, float or str (TypeError for another,
+    which neither the checks nor the flags would know how to read)."""
+    hints = typing.get_type_hints(config_class)
+    types = {field.name: hints[field.name] for field in dataclasses.fields(config_class)}
+    for name, kind in types.items():
+        if kind not in EXPECTED:
+            raise TypeError(f"{config_class.__name__}.{name}: config fields are bool, int, float or str, not {kind}")
+    return types
+
+
+def _is(value, kind: type) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)  # 0 and 1 are not flags' values
+    if kind is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # NumPy ints too
+    if kind is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def check_fields(config) -> None:
+    """Every field of a config dataclass checked against its annotation and its
+    metadata's `choices`, in place: bools only True or False, ints no bools, floats any
+    finite real (an int becomes a float, a NumPy number a Python one). ValueError naming
+    the first bad field and what it expected."""
+    for name, kind in field_types(type(config)).items():
+        value = getattr(config, name)
+        if not _is(value, kind):
+            raise ValueError(f"{name} must be {EXPECTED[kind]}, got {value!r}")
+        if kind is float and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if kind in (int, float):
+            setattr(config, name, kind(value))
+        choices = config.__dataclass_fields__[name].metadata.get("choices")
+        if choices and value not in choices:
+            raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
 def parse_bool(text: str) -> bool:
@@ -58,7 +106,7 @@ def add_dataclass_flags(parser: argparse.ArgumentParser, config_class: type, pre
             groups[title] = parser.add_argument_group(f"{title} options")
         names = {f"--{prefix(field)}{field.name.replace('_', '-')}", f"--{prefix(field)}{field.name}",
                  *(aliases or {}).get(field.name, ())}
-        extra = value_options(type(field.default))
+        extra = value_options(field_types(config_class)[field.name])
         if field.metadata.get("choices"):
             extra["choices"] = field.metadata["choices"]
         groups[title].add_argument(*sorted(names), dest=field.name, default=None, **extra,

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
+from puffercore.checks import check_int
 from puffercore.spaces import SpaceTree, action_mask_leaf, mask_columns
 
 
@@ -258,8 +259,7 @@ class FrameStack(VectorWrapper):
     actions of now."""
 
     def __init__(self, vec, frames: int):
-        if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 2:
-            raise ValueError(f"frames must be an int >= 2, got {frames!r}")
+        frames = check_int(frames, "frames", 2)
         space = vec.single_observation_space
         tree = getattr(vec, "observation_tree", None)
         if len(space.shape) != 1 or (tree is not None and tree.is_bytes):

@@ -219,7 +219,7 @@ BAD_INPUTS = [
     (dict(gamma="high"), TypeError, "gamma must be a real number"),
     (dict(rho_clip=0.0), ValueError, "rho_clip must lie in"),
     (dict(c_clip=-1.0), ValueError, "c_clip must lie in"),
-    (dict(num_threads=0), ValueError, "num_threads must be a positive int"),
+    (dict(num_threads=0), ValueError, "num_threads must be an int >= 1"),
     (dict(advantages=np.zeros((4, 6), np.float64)), TypeError, "advantages must have dtype float32"),
     (dict(returns=np.zeros((4, 7), np.float32)), ValueError, "returns must have shape"),
     (dict(rewards=torch.zeros(4, 6, dtype=torch.float64)), TypeError, "rewards must have dtype float32"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from puffercore import checkpoint, run, seeding
+from puffercore import checkpoint, seeding
 from puffercore.__main__ import main
 from puffercore.alphazero.agents import GreedyAzulAgent, RandomAgent
 from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet, build_network
@@ -255,6 +255,22 @@ def test_bad_config_is_rejected(overrides, message):
         AlphaZeroConfig.for_game("chess")
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (dict(blocks="3"), "blocks must be an int, got '3'"),
+    (dict(channels=True), "channels must be an int, got True"),
+    (dict(solve=1), r"solve must be a bool \(True or False\), got 1"),
+    (dict(c_init="1.25"), "c_init must be a number, got '1.25'"),
+    (dict(learning_rate=float("nan")), "learning_rate must be a finite number, got nan"),
+    (dict(optimizer=None), "optimizer must be a str, got None"),
+])
+def test_config_fields_are_type_checked_as_ppo_configs_are(overrides, message):
+    # blocks="3" used to pass validate() and fail deep inside the network's construction.
+    with pytest.raises(ValueError, match=message):
+        AlphaZeroConfig.for_game("connect4", **overrides)
+    config = AlphaZeroConfig.for_game("connect4", minutes=np.int64(5), blocks=np.int64(2))
+    assert type(config.minutes) is float and type(config.blocks) is int  # JSON-ready in run files
+
+
 # --- end to end: CLI training, agent, play command --------------------------------------
 
 
@@ -427,7 +443,7 @@ def test_cached_evaluator_answers_repeats_without_evaluating_them_again():
     assert calls == [2, 1] and cached.hits == 2 and cached.lookups == 5
     cached(np.array([[9.0, 9.0]], dtype=np.float32), masks[:1])  # a fourth position: the full table starts over
     assert len(cached.table) == 1
-    with pytest.raises(ValueError, match="capacity must be a positive int"):
+    with pytest.raises(ValueError, match="capacity must be an int >= 1"):
         CachedEvaluator(evaluate, capacity=0)
 
 

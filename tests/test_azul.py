@@ -612,7 +612,7 @@ def test_bad_arguments_raise_clear_errors():
         Azul.describe(300)
     assert Azul.describe(Azul.action(CENTRE, WHITE, FLOOR)) == (CENTRE, WHITE, FLOOR) and Azul.action(9, 4, 5) == 299
     assert Azul.describe(np.int64(299)) == (9, 4, 5)
-    with pytest.raises(ValueError, match="color"):
+    with pytest.raises(TypeError, match="color"):
         Azul.action(0, True, 0)
     with pytest.raises(ValueError, match="plays Azul"):
         GreedyAzulAgent().act(Connect4().new_state())

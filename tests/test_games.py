@@ -268,7 +268,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="action must be an int"):
         state.apply(2.0)
     for action in (-1, 7):
-        with pytest.raises(ValueError, match=r"action must be in \[0, 6\]"):
+        with pytest.raises(ValueError, match=r"action must be an int in \[0, 6\]"):
             state.apply(action)
     with pytest.raises(ValueError, match="player"):
         state.observation(2)

@@ -344,7 +344,7 @@ def test_render_shows_the_board_and_the_seats():
         ({"colour": "red"}, TypeError, "colour"),
         ({"num_envs": 0}, ValueError, "num_envs"),
         ({"num_envs": -2}, ValueError, "num_envs"),
-        ({"num_envs": 2.0}, ValueError, "num_envs"),
+        ({"num_envs": 2.0}, TypeError, "num_envs"),
         ({"render_mode": "rgb_array"}, ValueError, "render_mode"),
     ],
 )

@@ -278,7 +278,8 @@ def test_rollout_rows_are_aligned_trajectories(tmp_path, batch_size):
     (dict(log_std_init=float("-inf")), "log_std_init must be a finite number, got -inf"),
     (dict(gamma=float("nan")), "gamma must be a finite number"),
     (dict(activation="sigmoid"), "activation must be one of"),
-    (dict(horizon="16"), "horizon must be a int"),
+    (dict(horizon="16"), "horizon must be an int, got '16'"),
+    (dict(norm_obs=1), "norm_obs must be a bool"),
 ])
 def test_config_errors_are_clear(overrides, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):

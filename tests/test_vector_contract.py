@@ -374,10 +374,10 @@ class MixedActionEnv(gymnasium.Env):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"num_envs": 0}, ValueError, "num_envs must be a positive int, got 0"),
-        ({"num_envs": 2.5}, ValueError, "num_envs must be a positive int, got 2.5"),
-        ({"num_envs": True}, ValueError, "num_envs must be a positive int, got True"),
-        ({"batch_size": 0}, ValueError, "batch_size must be a positive int, got 0"),
+        ({"num_envs": 0}, ValueError, "num_envs must be an int >= 1, got 0"),
+        ({"num_envs": 2.5}, TypeError, "num_envs must be an int >= 1, got 2.5"),
+        ({"num_envs": True}, TypeError, "num_envs must be an int >= 1, got True"),
+        ({"batch_size": 0}, ValueError, "batch_size must be an int >= 1, got 0"),
         ({"batch_size": 3}, ValueError, "batch_size must divide num_envs=4, got 3"),
         ({"seed": -1}, ValueError, "seed must be a non-negative int or None, got -1"),
         ({"seed": "7"}, ValueError, "seed must be a non-negative int or None, got '7'"),

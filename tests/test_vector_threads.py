@@ -206,7 +206,7 @@ def test_thread_affinity_pins_and_still_matches():
         ({"num_workers": 8, "num_envs": 2}, ValueError, r"^num_workers must divide num_envs=2 \(.*\), got 8$"),
         ({"num_workers": 3, "batch_size": 4}, ValueError, r"^num_workers must divide batch_size=4 \(.*\), got 3$"),
         ({"batch_size": 3}, ValueError, "batch_size must divide num_envs=8, got 3"),
-        ({"num_workers": 0}, ValueError, "num_workers must be a positive int, got 0"),
+        ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
         ({"env_creator": lambda num_envs: CartPole(num_envs=2)}, ValueError, "returned an env with 2 sub-envs"),
     ],
 )

@@ -9,6 +9,8 @@ from libc.string cimport memset
 
 import numpy as np
 
+from puffercore.checks import check_int
+
 cdef extern from "puffercore/game.h":
     enum: PC_GAME_MAX_PLAYERS
     ctypedef struct PcGameSpec:
@@ -153,12 +155,7 @@ def _array(values, name, shape, low, high):
 
 
 def _int(fields, name, low, high):
-    value = fields[name]
-    if not isinstance(value, (int, np.integer)):
-        raise TypeError(f"fields[{name!r}] must be an int, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"fields[{name!r}] must lie in [{low}, {high}], got {value}")
-    return int(value)
+    return check_int(fields[name], f"fields[{name!r}]", low, high)
 
 
 def encode(dict fields):
@@ -177,7 +174,9 @@ def encode(dict fields):
     azul.player = _int(fields, "player", *_INT8)
     azul.round_starter = _int(fields, "round_starter", *_INT8)
     azul.marker_holder = _int(fields, "marker_holder", *_INT8)
-    azul.game_over = _int(fields, "game_over", 0, 1)
+    if not isinstance(fields["game_over"], (bool, np.bool_)):
+        raise TypeError(f"fields['game_over'] must be a bool, got {fields['game_over']!r}")
+    azul.game_over = fields["game_over"]
     azul.round = _int(fields, "round", *_INT16)
     azul.moves = _int(fields, "moves", *_INT16)
     rng = fields["rng"]

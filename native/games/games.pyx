@@ -18,6 +18,8 @@ from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
+from puffercore.checks import check_int
+
 from puffercore._games cimport PC_GAME_ABI_VERSION, PC_GAME_MAX_PLAYERS, PcGameSpec
 
 cdef extern from "puffercore/games/connect4.h":
@@ -45,16 +47,6 @@ def tictactoe_spec():
 
 def pig_spec():
     return PyCapsule_New(<void*>&PIG_GAME, SPEC_CAPSULE_NAME, NULL)
-
-
-def check_int(value, name, low, high=None):
-    """An int argument checked to lie in [low, high] (no upper bound when high is None)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bounds}, got {value}")
-    return int(value)
 
 
 cdef class Game:

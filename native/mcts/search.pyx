@@ -11,7 +11,8 @@ from libc.string cimport memcpy
 import numpy as np
 
 from puffercore._games cimport PC_GAME_MAX_PLAYERS, Game, GameState, PcGameSpec
-from puffercore._games import MAX_SEED, check_int
+from puffercore._games import MAX_SEED
+from puffercore.checks import check_int
 from puffercore.seeding import derive_seed
 
 cdef extern from "mcts.h" nogil:

@@ -8,7 +8,8 @@ from libc.stdint cimport int32_t
 from puffercore.env cimport PcEnvSpec, spec_capsule
 
 from puffercore.games import Azul as AzulGame
-from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv, check_choice, check_int
+from puffercore.checks import check_choice, check_int
+from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv
 from puffercore.spaces import masked_observation_tree
 
 cdef extern from "azul.h":
@@ -61,11 +62,11 @@ class Azul(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, num_players=2,
                  opponent="greedy", agent_seat=None, reward="score_margin", illegal_move="error"):
-        self.num_players = check_int("num_players", num_players, 2, PC_GAME_MAX_PLAYERS)
-        self.opponent = check_choice("opponent", opponent, OPPONENTS)
-        self.agent_seat = None if agent_seat is None else check_int("agent_seat", agent_seat, 0, self.num_players - 1)
-        self.reward = check_choice("reward", reward, REWARDS)
-        self.illegal_move = check_choice("illegal_move", illegal_move, ILLEGAL_MOVES)
+        self.num_players = check_int(num_players, "num_players", 2, PC_GAME_MAX_PLAYERS)
+        self.opponent = check_choice(opponent, "opponent", OPPONENTS)
+        self.agent_seat = None if agent_seat is None else check_int(agent_seat, "agent_seat", 0, self.num_players - 1)
+        self.reward = check_choice(reward, "reward", REWARDS)
+        self.illegal_move = check_choice(illegal_move, "illegal_move", ILLEGAL_MOVES)
         # scores above 100 give board entries above 1
         board = gymnasium.spaces.Box(0.0, np.inf, (AZUL_OBS_SIZE,), np.float32)
         self.observation_tree = masked_observation_tree(

@@ -2,7 +2,8 @@
 """Busy binding; the env is in busy.h."""
 
 from puffercore.env cimport PcEnvSpec, spec_capsule
-from puffercore.ocean.native import NativeEnv, check_int
+from puffercore.checks import check_int
+from puffercore.ocean.native import NativeEnv
 
 cdef extern from "busy.h":
     ctypedef struct CBusy "Busy":
@@ -20,7 +21,7 @@ class Busy(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, length=1000,
                  min_cost_us=0.0, max_cost_us=200.0):
-        self.length = check_int("length", length, 1, 2**31 - 1)
+        self.length = check_int(length, "length", 1, 2**31 - 1)
         for name, value in (("min_cost_us", min_cost_us), ("max_cost_us", max_cost_us)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e6:
                 raise ValueError(f"{name} must be a number of microseconds in [0, 1e6], got {value!r}")

@@ -8,7 +8,8 @@ cimport numpy as cnp
 from libc.stdint cimport int8_t, int32_t
 from puffercore.env cimport PcEnvSpec, spec_capsule
 
-from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv, check_choice
+from puffercore.checks import check_choice
+from puffercore.ocean.native import ILLEGAL_MOVES, NativeEnv
 from puffercore.spaces import masked_observation_tree
 
 cnp.import_array()
@@ -56,10 +57,10 @@ class Connect4(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *,
                  opponent="heuristic", agent_first=None, illegal_move="error"):
-        check_choice("opponent", opponent, OPPONENTS)
+        check_choice(opponent, "opponent", OPPONENTS)
         if agent_first is not None and not isinstance(agent_first, (bool, np.bool_)):
             raise TypeError(f"agent_first must be True, False or None (a coin flip per episode), got {agent_first!r}")
-        check_choice("illegal_move", illegal_move, ILLEGAL_MOVES)
+        check_choice(illegal_move, "illegal_move", ILLEGAL_MOVES)
         self.opponent = opponent
         self.agent_first = None if agent_first is None else bool(agent_first)
         self.illegal_move = illegal_move

@@ -2,7 +2,8 @@
 """Memory binding: the cue-recall env of ocean/memory/memory.h."""
 
 from puffercore.env cimport PcEnvSpec, spec_capsule
-from puffercore.ocean.native import NativeEnv, check_int
+from puffercore.checks import check_int
+from puffercore.ocean.native import NativeEnv
 
 cdef extern from "memory.h":
     ctypedef struct CMemory "Memory":
@@ -14,7 +15,7 @@ class Memory(NativeEnv):
     """Recall a cue shown `delay` steps before the query (reward +1 right, -1 wrong)."""
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, delay=4):
-        self.delay = check_int("delay", delay, 1, 1_000_000)
+        self.delay = check_int(delay, "delay", 1, 1_000_000)
         super().__init__(spec_capsule(&MEMORY_SPEC), num_envs, seed, buffers, render_mode)
 
     def _configure(self, size_t address):

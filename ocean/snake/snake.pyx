@@ -7,7 +7,8 @@ import numpy as np
 
 from puffercore import render
 from puffercore.env cimport PcEnvSpec, spec_capsule
-from puffercore.ocean.native import NativeEnv, check_int
+from puffercore.checks import check_int
+from puffercore.ocean.native import NativeEnv
 
 cdef extern from "snake.h":
     ctypedef struct SnakeAgent:
@@ -36,11 +37,11 @@ class Snake(NativeEnv):
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *,
                  width=16, height=16, num_snakes=4, num_food=4, vision=5):
-        self.width = check_int("width", width, 2, 255)
-        self.height = check_int("height", height, 2, 255)
-        self.num_snakes = check_int("num_snakes", num_snakes, 1, 253)
-        self.num_food = check_int("num_food", num_food, 0, self.width * self.height)
-        self.vision = check_int("vision", vision, 1, 32)
+        self.width = check_int(width, "width", 2, 255)
+        self.height = check_int(height, "height", 2, 255)
+        self.num_snakes = check_int(num_snakes, "num_snakes", 1, 253)
+        self.num_food = check_int(num_food, "num_food", 0, self.width * self.height)
+        self.vision = check_int(vision, "vision", 1, 32)
         if self.num_snakes + self.num_food > self.width * self.height:
             raise ValueError(f"num_snakes + num_food must fit on the {self.width}x{self.height} grid, "
                              f"got {self.num_snakes} + {self.num_food}")

@@ -2,7 +2,8 @@
 """Squared binding; the rules are in squared.h."""
 
 from puffercore.env cimport PcEnvSpec, spec_capsule
-from puffercore.ocean.native import NativeEnv, check_int
+from puffercore.checks import check_int
+from puffercore.ocean.native import NativeEnv
 
 cdef extern from "squared.h":
     ctypedef struct CSquared "Squared":
@@ -19,10 +20,10 @@ class Squared(NativeEnv):
     """
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, size=7, max_steps=None):
-        self.size = check_int("size", size, 3, 255)
+        self.size = check_int(size, "size", 3, 255)
         if self.size % 2 == 0:
             raise ValueError(f"size must be odd (the agent starts at the centre), got {size}")
-        self.max_steps = check_int("max_steps", 2 * self.size if max_steps is None else max_steps, 1, 2**31 - 1)
+        self.max_steps = check_int(2 * self.size if max_steps is None else max_steps, "max_steps", 1, 2**31 - 1)
         super().__init__(spec_capsule(&SQUARED_SPEC), num_envs, seed, buffers, render_mode,
                          obs_size=self.size * self.size)
 

@@ -3,7 +3,8 @@
 Build it with puffercore.build.build_env("template.pyx") (see docs/authoring.md)."""
 
 from puffercore.env cimport PcEnvSpec, spec_capsule
-from puffercore.ocean.native import NativeEnv, check_int
+from puffercore.checks import check_int
+from puffercore.ocean.native import NativeEnv
 
 cdef extern from "template.h":
     ctypedef struct CTemplate "Template":
@@ -15,7 +16,7 @@ class Template(NativeEnv):
     """Walk right along a corridor of `length` cells to the exit (reward 1)."""
 
     def __init__(self, num_envs=1, seed=0, buffers=None, render_mode=None, *, length=8):
-        self.length = check_int("length", length, 2, 1_000_000)
+        self.length = check_int(length, "length", 2, 1_000_000)
         super().__init__(spec_capsule(&TEMPLATE_SPEC), num_envs, seed, buffers, render_mode)
 
     def _configure(self, size_t address):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from puffercore.flags import check_fields
 from puffercore.games import Azul, Connect4, TicTacToe
 from puffercore.inference import PRECISIONS
 from puffercore.seeding import check_seed
@@ -88,6 +89,8 @@ class AlphaZeroConfig:
         return config
 
     def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        check_fields(self)
         if self.game not in GAMES:
             raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
         check_seed(self.seed)

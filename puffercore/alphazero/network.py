@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
+from puffercore.checks import check_int
 from puffercore.inference import InferenceCopy
 
 # Masked logits are very negative but finite, so a zero target probability times its
@@ -48,10 +49,8 @@ class PolicyValueNet(nn.Module):
         super().__init__()
         for name, value in (("num_actions", num_actions), ("num_players", num_players),
                             ("channels", channels)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(blocks, int) or blocks < 0:
-            raise ValueError(f"blocks must be a non-negative int, got {blocks!r}")
+            check_int(value, name, 1)
+        check_int(blocks, "blocks", 0)
         self.observation_shape = tuple(int(size) for size in observation_shape)
         self.convolutional = len(self.observation_shape) == 3
         if self.convolutional:
@@ -103,8 +102,7 @@ class CachedEvaluator:
     table is cleared when it reaches `capacity` entries."""
 
     def __init__(self, evaluate, capacity: int):
-        if not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        check_int(capacity, "capacity", 1)
         self.evaluate, self.capacity = evaluate, capacity
         self.table: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self.hits = self.lookups = 0

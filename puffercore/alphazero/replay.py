@@ -7,14 +7,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from puffercore.checks import check_int
+
 
 class ReplayBuffer:
     """A ring of (observation, legal mask, search policy, value target) examples with a
     fixed capacity: once full, each new example overwrites the oldest."""
 
     def __init__(self, capacity: int, observation_shape: tuple[int, ...], num_actions: int, num_players: int):
-        if not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        check_int(capacity, "capacity", 1)
         self.capacity = capacity
         self.observations = np.zeros((capacity, *observation_shape), dtype=np.float32)
         self.legal_masks = np.zeros((capacity, num_actions), dtype=np.bool_)

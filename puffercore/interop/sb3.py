@@ -5,9 +5,15 @@
 
 As SB3's own vector envs: `dones = terminations | truncations`; an env that ended has
 `infos[i]["terminal_observation"]` (its last observation; the returned one is already
-the next episode's first) and `infos[i]["TimeLimit.truncated"]`; every finished episode
-reports `infos[i]["episode"] = {"r", "l", "t"}` as SB3's Monitor does, so SB3 logs
-returns without a Monitor wrapper. Rows are the envs (one per agent of a multi-agent
+the next episode's first) and `infos[i]["TimeLimit.truncated"]`; every episode the
+vector's info reports gets an `infos[i]["episode"] = {"r", "l", "t"}` as SB3's Monitor
+writes them, so SB3 logs returns without a Monitor wrapper. Those are the numbers
+puffercore's trainer logs: the env's own `episode_return` and `episode_length` where it
+reports them (Atari: a whole game in raw score, not one life's clipped rewards), and
+since an info holds the means of the episodes that ended in a step, each of those
+episodes gets the step's means (rows that ended first; "t" is seconds since this adapter
+was made, as the Monitor's). An env that reports no episodes (a PufferEnv without
+episode logs) gets none here either. Rows are the envs (one per agent of a multi-agent
 env). Sub-envs may live in worker processes, so `get_attr`/`set_attr`/`env_method`
 reach the puffercore vector env itself (the same value for every index).
 """
@@ -30,9 +36,7 @@ class SB3VecEnv(VecEnv):
         super().__init__(vec.num_agents, observation_space, vec.single_action_space)
         self._seed: int | None = None
         self._actions: np.ndarray | None = None
-        self.episode_returns = np.zeros(self.num_envs)
-        self.episode_lengths = np.zeros(self.num_envs, np.int64)
-        self.episode_starts = np.full(self.num_envs, time.perf_counter())
+        self._start = time.perf_counter()
 
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
         """Seeds the next reset: sub-env i gets a seed derived from (seed, i)."""
@@ -42,9 +46,6 @@ class SB3VecEnv(VecEnv):
     def reset(self):
         observations, _ = self.vec.reset(seed=self._seed)
         self._seed = None  # used once, as SB3's vector envs do
-        self.episode_returns[:] = 0.0
-        self.episode_lengths[:] = 0
-        self.episode_starts[:] = time.perf_counter()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         return self._observations(observations)
 
@@ -55,24 +56,29 @@ class SB3VecEnv(VecEnv):
         if self._actions is None:
             raise RuntimeError("step_wait() needs a step_async(actions) first")
         actions, self._actions = self._actions, None
-        observations, rewards, terminals, truncations, _ = self.vec.step(actions)
+        observations, rewards, terminals, truncations, info = self.vec.step(actions)
         dones = terminals | truncations
-        self.episode_returns += rewards
-        self.episode_lengths += 1
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         ended = np.flatnonzero(dones)
         if ended.size:
             finals = self._observations(self.vec.final_observations)
-            now = time.perf_counter()
             for row in ended:
                 infos[row] = {"terminal_observation": row_of(finals, row),
-                              "TimeLimit.truncated": bool(truncations[row] and not terminals[row]),
-                              "episode": {"r": float(self.episode_returns[row]), "l": int(self.episode_lengths[row]),
-                                          "t": round(now - self.episode_starts[row], 6)}}
-            self.episode_returns[ended] = 0.0
-            self.episode_lengths[ended] = 0
-            self.episode_starts[ended] = now
+                              "TimeLimit.truncated": bool(truncations[row] and not terminals[row])}
+        self._report_episodes(info, dones, infos)
         return (copy_structure(self._observations(observations)), rewards.astype(np.float32), dones.copy(), infos)
+
+    def _report_episodes(self, info: dict, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
+        """The `episode` infos of the episodes `info` reports, each with their means."""
+        count = round(info.get("episodes", 0))
+        if not count or "episode_return" not in info:
+            return
+        episode = {"r": float(info["episode_return"]), "l": float(info.get("episode_length", 0.0)),
+                   "t": round(time.perf_counter() - self._start, 6)}
+        # Episodes beyond the rows that ended (an env that ends one without a done row) go on other rows.
+        rows = [*np.flatnonzero(dones), *np.flatnonzero(~dones)][:count]
+        for row in rows:
+            infos[row]["episode"] = dict(episode)
 
     def close(self) -> None:
         self.vec.close()

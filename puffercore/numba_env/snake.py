@@ -19,7 +19,7 @@ import numpy as np
 
 from puffercore import numba_env
 from puffercore.numba_env import jit, rng_below
-from puffercore.ocean.native import check_int
+from puffercore.checks import check_int
 
 EMPTY, FOOD, WALL, FIRST_BODY = 0, 1, 2, 3  # cell codes; FIRST_BODY + k: snake k
 SEES_SELF, SEES_OTHER = 3, 4
@@ -174,10 +174,10 @@ def render(state):
 
 def snake_class(width=16, height=16, num_snakes=4, num_food=4, vision=5):
     """The NumbaEnv class of one config (the C Snake's keyword arguments and checks)."""
-    width, height = check_int("width", width, 2, 255), check_int("height", height, 2, 255)
-    num_snakes = check_int("num_snakes", num_snakes, 1, 253)
-    num_food = check_int("num_food", num_food, 0, width * height)
-    vision = check_int("vision", vision, 1, 32)
+    width, height = check_int(width, "width", 2, 255), check_int(height, "height", 2, 255)
+    num_snakes = check_int(num_snakes, "num_snakes", 1, 253)
+    num_food = check_int(num_food, "num_food", 0, width * height)
+    vision = check_int(vision, "vision", 1, 32)
     if num_snakes + num_food > width * height:
         raise ValueError(f"num_snakes + num_food must fit on the {width}x{height} grid, got {num_snakes} + {num_food}")
     return _snake_class(width, height, num_snakes, num_food, vision)

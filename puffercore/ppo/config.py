@@ -10,10 +10,11 @@ Every field is a command-line flag (--GROUP.NAME; the run group's have no prefix
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import torch
+
+from puffercore.flags import check_fields
 
 
 def _option(default, group: str, help: str, choices: tuple | None = None):
@@ -91,17 +92,7 @@ class PPOConfig:
             if not ok:
                 raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}")
 
-        for field in dataclasses.fields(self):
-            value, kind = getattr(self, field.name), type(field.default)
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, field.name, float(value))
-            elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
-            elif kind is float and not math.isfinite(value):
-                raise ValueError(f"{field.name} must be a finite number, got {value!r}")
-            choices = field.metadata["choices"]
-            if choices and value not in choices:
-                raise ValueError(f"{field.name} must be one of {list(choices)}, got {value!r}")
+        check_fields(self)
         for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size",
                      "num_layers", "frame_stack"):
             require(getattr(self, name) >= 1, name, "a positive int")
@@ -124,10 +115,9 @@ class PPOConfig:
 # Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
 # registry: any env can be trained, see puffercore.envs). CartPole is tuned for
 # wall-clock time to solve on a small CPU: many envs, short rollouts, big minibatches,
-# a small MLP (bench/compare_training.py); 6 epochs, lr 7e-3 and a 0.1 clip keep it
-# solved to the end: seeds 1-10 all end at 500 (4 epochs, lr 1e-2, clip 0.2 collapsed
-# late on 1-2 of 5 seeds; 8 epochs on 1 of 10 and took 4.5-6.3 s to reach 475). Connect4 and Azul play their built-in
-# opponents; the action mask in their observations is applied by the policy.
+# a small MLP; its epochs, learning rate and clip keep it solved to the end
+# (docs/design.md, section 5, has the runs that chose them). Connect4 and Azul play
+# their built-in opponents; the action mask in their observations is applied by the policy.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
         total_timesteps=500_000, backend="serial", num_envs=256, horizon=16, minibatch_size=2048, update_epochs=6,
@@ -165,11 +155,9 @@ MUJOCO_PRESET: dict[str, Any] = dict(
 
 # MuJoCo tasks whose tuned settings beat that preset, by gymnasium env name, over it.
 # HalfCheetah: rl-zoo's tuned PPO (512-step rollouts, 20 epochs, lr 2.06e-5 constant,
-# 256 x 256 ReLU nets with torch's init and log std -2, no value clipping) reached 4159.6
-# after 1M steps against the preset's 1778.4 (2 seeds each; SB3 with the same settings
-# 4371.3; bench/compare_mujoco.py). rl-zoo's Hopper settings stall at a return of about
-# 1000 (standing still) in both libraries where the preset reaches 2402.6, so Hopper
-# keeps the preset.
+# 256 x 256 ReLU nets with torch's init and log std -2, no value clipping). Hopper keeps
+# the preset: rl-zoo's settings stall there with the hopper standing still. The returns
+# that decided both are the README's MuJoCo table (bench/compare_mujoco.py).
 MUJOCO_TASK_PRESETS: dict[str, dict[str, Any]] = {
     "HalfCheetah": dict(
         horizon=512, minibatch_size=64, update_epochs=20, learning_rate=2.0633e-05, anneal_lr=False, gamma=0.98,

@@ -1,10 +1,13 @@
 """Episode statistics of a PPO run: the means of what the envs' infos report between two
-metric rows, and the return of about the last RECENT_EPISODES episodes (a benchmark's
-stopping rule and the run summary). Under torchrun every rank's episodes count."""
+metric rows (`env.EpisodeMeans`, the arithmetic every part shares), and the return of
+about the last RECENT_EPISODES episodes (a benchmark's stopping rule and the run
+summary). Under torchrun every rank's episodes count."""
 
 from __future__ import annotations
 
 import collections
+
+from puffercore.env import EpisodeMeans
 
 RECENT_EPISODES = 20
 
@@ -12,8 +15,7 @@ RECENT_EPISODES = 20
 class EpisodeStats:
     def __init__(self, group):
         self.group = group
-        self.sums: dict[str, float] = {}
-        self.counts: dict[str, float] = {}
+        self.means = EpisodeMeans()  # since the last take_means(), this rank's until gathered
         self.recent: collections.deque = collections.deque()  # (mean return, episodes) per info
         self.pending_recent: list = []  # this rank's, not yet gathered (torchrun jobs)
 
@@ -22,10 +24,7 @@ class EpisodeStats:
         episodes = info.get("episodes", 0.0)
         if not episodes:
             return
-        for key, value in info.items():
-            if key != "episodes":
-                self.sums[key] = self.sums.get(key, 0.0) + value * episodes
-                self.counts[key] = self.counts.get(key, 0.0) + episodes
+        self.means.add(info)
         if "episode_return" in info:
             if self.group.world_size == 1:
                 self._add_recent([(info["episode_return"], episodes)])
@@ -41,11 +40,12 @@ class EpisodeStats:
         return sum(mean * count for mean, count in self.recent) / total
 
     def take_means(self) -> dict[str, float]:
-        """Each statistic's mean since the last call; under torchrun every rank calls it
-        together, and the means (and the recent window) cover every rank's episodes."""
+        """Each statistic's mean since the last call (the episode count is not logged);
+        under torchrun every rank calls it together, and the means (and the recent
+        window) cover every rank's episodes."""
         self._gather()
-        means = {key: total / self.counts[key] for key, total in self.sums.items()}
-        self.sums, self.counts = {}, {}
+        means = self.means.drain()
+        means.pop("episodes", None)
         return means
 
     def _add_recent(self, entries) -> None:
@@ -59,10 +59,8 @@ class EpisodeStats:
         import torch.distributed as dist
 
         gathered: list = [None] * self.group.world_size
-        dist.all_gather_object(gathered, (self.sums, self.counts, self.pending_recent))
-        self.sums, self.counts, self.pending_recent = {}, {}, []
-        for sums, counts, recent in gathered:
-            for key in sums:
-                self.sums[key] = self.sums.get(key, 0.0) + sums[key]
-                self.counts[key] = self.counts.get(key, 0.0) + counts[key]
+        dist.all_gather_object(gathered, (self.means, self.pending_recent))
+        self.means, self.pending_recent = EpisodeMeans(), []
+        for means, recent in gathered:
+            self.means.merge(means)
             self._add_recent(recent)  # the same window on every rank

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from puffercore import checkpoint, envs, logger, run
+from puffercore.checks import check_int
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.parts import make_policy, make_vector, transformed
@@ -133,7 +134,7 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, unt
             stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
                 bool(until and until(trainer)) or trainer.interrupted is not None
             log_now = finished or stopped or time.perf_counter() - last_log >= config.log_interval
-            log_now, stopped = _rank0_decides(group, log_now, stopped)
+            log_now, stopped = (bool(group.from_main(decision)) for decision in (log_now, stopped))
             if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
                 trainer.save_checkpoint()
             if log_now:
@@ -157,14 +158,6 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, unt
         trainer.elapsed = time.perf_counter() - start
         if metrics is not None:
             metrics.close()
-
-
-def _rank0_decides(group, log_now: bool, stopped: bool) -> tuple[bool, bool]:
-    """Rank 0's (log, stop) decisions on every rank (one tiny all-reduce per update)."""
-    if group.world_size == 1:
-        return log_now, stopped
-    flags = group.sum(torch.tensor([float(log_now), float(stopped)]) * float(group.is_main))
-    return bool(flags[0]), bool(flags[1])
 
 
 def _title(trainer: Trainer, elapsed: float, rate: float) -> str:
@@ -218,8 +211,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     rgb_array render (of its env 0) per step, showing what the policy acted on; a
     terminal state, which autoreset replaces at once, is not shown."""
     for name, value in (("episodes", episodes), ("max_steps", max_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_int(value, name, 1)
     recorder = VideoRecorder(video) if video is not None else None  # a missing encoder fails before any work
     path = run.checkpoint_path(path)
     state = checkpoint.load(path, required=CHECKPOINT_KEYS)

@@ -12,8 +12,9 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
+from puffercore.checks import check_int
 from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
-from puffercore.env import Buffers, PufferEnv
+from puffercore.env import Buffers, EpisodeMeans, PufferEnv
 
 
 # What every backend says once an env raised mid-batch: the others of the batch may have
@@ -22,26 +23,12 @@ RESET_AFTER_FAILURE = "call reset() before stepping again"
 
 
 def merge_infos(infos: list[dict]) -> dict[str, float]:
-    """Episode-weighted means of sub-env infos (each a dict of means plus `episodes`)."""
-    sums: dict[str, float] = {}
-    weights: dict[str, float] = {}
+    """One info of sub-env infos (each a dict of means plus `episodes`): the
+    episode-weighted means (`EpisodeMeans`)."""
+    means = EpisodeMeans()
     for info in infos:
-        episodes = info.get("episodes", 0.0)
-        for key, value in info.items():
-            if key != "episodes":
-                sums[key] = sums.get(key, 0.0) + value * episodes
-                weights[key] = weights.get(key, 0.0) + episodes
-    merged = {key: total / weights[key] for key, total in sums.items() if weights[key]}
-    episodes = sum(info.get("episodes", 0.0) for info in infos)
-    if episodes:
-        merged["episodes"] = episodes
-    return merged
-
-
-def check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
+        means.add(info)
+    return means.drain()
 
 
 def check_creator(env_creator: Any) -> None:
@@ -55,8 +42,8 @@ def check_creator(env_creator: Any) -> None:
 
 def check_batching(num_envs: Any, batch_size: Any) -> tuple[int, int]:
     """num_envs and batch_size (None: all envs) as every backend accepts them."""
-    num_envs = check_count(num_envs, "num_envs")
-    batch_size = num_envs if batch_size is None else check_count(batch_size, "batch_size")
+    num_envs = check_int(num_envs, "num_envs", 1)
+    batch_size = num_envs if batch_size is None else check_int(batch_size, "batch_size", 1)
     if num_envs % batch_size:
         raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size}")
     return num_envs, batch_size

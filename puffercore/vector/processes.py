@@ -36,8 +36,9 @@ import time
 import numpy as np
 
 from puffercore._shared_words import SharedWords
+from puffercore.checks import check_int
 from puffercore.env import check_actions, check_seed
-from puffercore.vector.common import (RESET_AFTER_FAILURE, Batcher, EnvFactory, VectorEnv, check_batching, check_count,
+from puffercore.vector.common import (RESET_AFTER_FAILURE, Batcher, EnvFactory, VectorEnv, check_batching,
                                      merge_infos)
 from puffercore.vector.process_worker import (
     CLOSE, COMMAND, COMMAND_SEQ, DONE_SEQ, ERROR, HAS_INFO, HAS_SEED, LIVENESS_PERIOD, RESET, SEED_HIGH, SEED_LOW,
@@ -90,7 +91,7 @@ class Processes(VectorEnv):
         self._timeout = timeout
         if num_workers is None:
             num_workers = _default_workers(num_envs, batch_size)
-        num_workers = check_count(num_workers, "num_workers")
+        num_workers = check_int(num_workers, "num_workers", 1)
         if num_envs % num_workers:
             raise ValueError(f"num_workers must divide num_envs={num_envs}, got {num_workers}")
         envs_per_worker = num_envs // num_workers

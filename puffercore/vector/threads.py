@@ -17,8 +17,9 @@ import os
 import numpy as np
 
 from puffercore._engine import ThreadEngine
+from puffercore.checks import check_int
 from puffercore.env import check_seed
-from puffercore.vector.common import Batcher, VectorEnv, check_batching, check_count, check_creator
+from puffercore.vector.common import Batcher, VectorEnv, check_batching, check_creator
 
 # How long an idle worker spins, waiting for the next batch, before it sleeps in a
 # futex: longer than the caller's usual turn-around between steps (Python, inference),
@@ -37,7 +38,7 @@ class Threads(VectorEnv):
             # One per core, or fewer so that a batch splits evenly among them.
             cores = len(os.sched_getaffinity(0))
             num_workers = max(w for w in range(1, min(cores, batch_size) + 1) if batch_size % w == 0)
-        num_workers = check_count(num_workers, "num_workers")
+        num_workers = check_int(num_workers, "num_workers", 1)
         num_batches = num_envs // batch_size
         if batch_size % num_workers:
             raise ValueError(
