@@ -170,9 +170,12 @@ def test_cuda(benchmark, rollout, implementation):
     on_gpu = {name: torch.from_numpy(array).cuda() for name, array in rollout.items()}
     if implementation == "puffercore_cuda":
         outputs = {name: torch.empty_like(on_gpu["rewards"]) for name in ("advantages", "returns")}
-        run = lambda: native(on_gpu, outputs)
+
+        def run():
+            return native(on_gpu, outputs)
     else:
-        run = lambda: torch_loop(**on_gpu)
+        def run():
+            return torch_loop(**on_gpu)
     benchmark(lambda: (run(), torch.cuda.synchronize()))
 
 

@@ -2,16 +2,18 @@
  *
  * Batched AlphaZero MCTS (mcts.c): B independent searches advance in lock step, one
  * simulation per game per round, so the caller evaluates all B leaves with ONE network
- * call per round:
+ * call per round (native/mcts/search.pyx is the real caller):
  *
- *     for each game i: mcts_set_root(m, i, state_i, simulations_i, noise_i)
- *     while (!mcts_search_done(m)) {
- *         n = mcts_select_leaves(m, obs, mask, rows_game);   // native: descend, fill rows
- *         priors, values = evaluate(obs[:n], mask[:n])        // caller: one batched call
- *         mcts_expand_leaves(m, n, priors, values);           // native: expand, back up
+ *     mcts_create(&m, game, B, config, seeds);                // once; mcts_destroy at the end
+ *     for each game i: mcts_set_root(&m, i, state_i, simulations_i, noise_i);
+ *     while (!mcts_search_done(&m)) {
+ *         n = mcts_select_leaves(&m, obs, masks, rows_game, &failed_game);  // descend, fill rows
+ *         if (n == MCTS_ERROR_POOL_EXHAUSTED) ...              // game failed_game's tree is full
+ *         priors, values = evaluate(obs[:n], masks[:n])        // caller: one batched call
+ *         mcts_expand_leaves(&m, n, masks, rows_game, priors, values, value_width);  // expand, back up
  *     }
- *     mcts_visit_counts(m, i, counts); mcts_choose_action(m, i, temperature);
- *     mcts_advance(m, i, action);                             // keep the chosen subtree
+ *     mcts_visit_counts(&m, i, counts); action = mcts_choose_action(&m, i, temperature);
+ *     mcts_advance(&m, i, action);                             // keep the chosen subtree
  *
  * Plain UCT with random rollouts (uct.c): the evaluation baseline, one state at a time.
  */
