@@ -33,16 +33,10 @@ def test_a_call_beside_a_step_in_another_thread_raises_naming_it(backend, run_py
         vec = {SLOW_VECTORS[backend]}
         vec.reset(seed=0)
         actions = np.ones(2, dtype=np.int32)  # reward 1 in both envs
-        stepping = threading.Event()
-
-        def step():
-            stepping.set()
-            vec.step(actions)
-
-        stepper = threading.Thread(target=step)
+        stepper = threading.Thread(target=vec.step, args=(actions,))
         stepper.start()
-        stepping.wait()
-        time.sleep({STEP_SECONDS / 5})  # well inside the step
+        while vec._call_guard.call != "step":  # the step under way, however loaded the machine
+            time.sleep(0.001)
         name = type(vec).__name__
         calls = dict(step=lambda: vec.step(actions), reset=vec.reset, async_reset=vec.async_reset,
                      send=lambda: vec.send(actions), recv=vec.recv, render=vec.render, close=vec.close)
@@ -78,16 +72,11 @@ def test_close_while_another_thread_waits_in_a_staggered_recv_refuses(run_python
         for _ in range(2):  # both envs (the reset's batches) sent off to step
             vec.recv()
             vec.send(np.ones(1, dtype=np.int32))
-        receiving, received = threading.Event(), []
-
-        def receive():
-            receiving.set()
-            received.append(vec.recv())
-
-        receiver = threading.Thread(target=receive)
+        received = []
+        receiver = threading.Thread(target=lambda: received.append(vec.recv()))
         receiver.start()
-        receiving.wait()
-        time.sleep({STEP_SECONDS / 5})  # well inside the recv
+        while vec._call_guard.call != "recv":  # the recv under way, however loaded the machine
+            time.sleep(0.001)
         for method in (vec.close, vec.recv):
             try:
                 method()
