@@ -95,8 +95,8 @@ class AlphaZeroConfig:
             raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
         check_seed(self.seed)
         positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
-                    "parallel_games", "simulations", "fast_simulations", "gumbel_considered", "replay_capacity", "train_steps", "eval_games",
-                    "eval_simulations", "baseline_simulations", "checkpoint_interval")
+                    "parallel_games", "simulations", "fast_simulations", "gumbel_considered", "replay_capacity",
+                    "train_steps", "eval_games", "eval_simulations", "baseline_simulations", "checkpoint_interval")
         non_negative = ("evaluation_cache", "blocks", "temperature_moves", "max_moves", "eval_interval", "minutes",
                         "weight_decay", "policy_loss_weight", "value_loss_weight")
         for name in positive:
