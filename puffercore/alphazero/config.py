@@ -28,7 +28,7 @@ class AlphaZeroConfig:
     iterations: int = _option(100, "stop after this many iterations")
     minutes: float = _option(0.0, "also stop after this much training wall time (0: no limit)")
     evaluation_cache: int = _option(200_000, "positions whose evaluation each self-play thread remembers within an "
-                                             "iteration (0: none): over half of self-play's leaves repeat")
+                                             "iteration (0: none)")
     inference_precision: str = _option("auto", "self-play and evaluation network precision: auto (bfloat16 where the "
                                                "CPU computes it natively, else float32), float32 or bfloat16")
     train_precision: str = _option("auto", "training's forward and backward: auto (bf16 mixed precision where the CPU "
