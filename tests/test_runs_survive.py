@@ -138,8 +138,10 @@ def test_alphazero_stops_on_a_nan_loss_and_keeps_its_last_checkpoint(tmp_path):
 # ---- SIGTERM and SIGINT -------------------------------------------------------------------
 def start(command: list[str], **kwargs) -> subprocess.Popen:
     """A training process in a session of its own (a signal to its group reaches only it
-    and its children, as `timeout` or a terminal's Ctrl-C would)."""
-    return subprocess.Popen([sys.executable, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    and its children, as `timeout` or a terminal's Ctrl-C would). -P: the working
+    directory is not put first on sys.path, where a source checkout's puffercore/ (no
+    compiled extensions) would shadow the installed package."""
+    return subprocess.Popen([sys.executable, "-P", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, **kwargs)
 
 
@@ -372,7 +374,7 @@ def crafted(tmp_path, cartpole_run, env) -> str:
 @pytest.mark.parametrize("command", [["eval", "--checkpoint"], ["train", "--resume"]])
 def test_a_checkpoint_naming_code_is_refused_never_run(tmp_path, cartpole_run, command):
     run_dir = crafted(tmp_path, cartpole_run, "os:abort")
-    result = subprocess.run([sys.executable, "-m", "puffercore", *command, run_dir], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-P", "-m", "puffercore", *command, run_dir], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2, result.stderr[-3000:]  # not -SIGABRT
     assert "the checkpoint names the env 'os:abort', which is not one puffercore knows" in result.stderr
