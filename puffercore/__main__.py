@@ -10,6 +10,8 @@
     puffercore eval --checkpoint runs/cartpole-... --video cartpole.mp4 --episodes 3
     puffercore bench compare_training               # runs bench/compare_training.py
     puffercore plot runs/cartpole-...               # learning_curve.png
+    puffercore plot runs/cartpole-*-seed* --x time --output curve.pdf   # seeds: mean and a band
+    puffercore sweep sweep.toml --trials 20 --jobs 2   # Optuna search over a config's [sweep] table
     puffercore alphazero connect4 --minutes 30      # AlphaZero self-play training
     puffercore play connect4 --checkpoint runs/alphazero-connect4-...
 
@@ -20,53 +22,47 @@ with dashes or underscores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import runpy
 import shlex
 import sys
 
 import puffercore
-from puffercore import logger, ppo
+from puffercore import envs, ppo
 from puffercore.alphazero import cli as alphazero_cli
 from puffercore.flags import add_dataclass_flags, dataclass_overrides
-
-
-def _read_config_file(path: str) -> dict:
-    """PPOConfig fields (and optionally "env") from a JSON or TOML file, e.g. a run's
-    config.json."""
-    try:
-        if path.endswith(".toml"):
-            import tomllib
-
-            with open(path, "rb") as file:
-                values = tomllib.load(file)
-        else:
-            with open(path) as file:
-                values = json.load(file)
-    except OSError as error:
-        raise ValueError(f"--config {path}: {error.strerror}") from None
-    except ValueError as error:  # json.JSONDecodeError and tomllib.TOMLDecodeError
-        raise ValueError(f"--config {path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'} ({error})") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"--config {path}: expected a table of config fields, got {type(values).__name__}")
-    return values
+from puffercore.ppo.config import SWEEP_TABLE, read_config_file
+from puffercore.video import render_modes
 
 
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     overrides = dataclass_overrides(args, ppo.PPOConfig)
+    if args.seeds and (args.resume or "seed" in overrides):
+        parser.error("--seeds trains new runs, one per seed: give no --resume and no --seed")
+    if args.jobs is not None and not args.seeds:
+        parser.error("--jobs is for --seeds (how many seeds train at once)")
     if args.resume:
         if args.config:
             parser.error("--resume continues a run with its saved config; give flags to change what may change")
         trainer = ppo.train(overrides, args.env, resume=args.resume)
     else:
-        values = _read_config_file(args.config) if args.config else {}
-        env = args.env or values.get("env")
+        values = read_config_file(args.config) if args.config else {}
+        values.pop(SWEEP_TABLE, None)  # a sweep's file: its base config trains
+        file_env = values.pop("env", None)
+        if args.env and file_env and not envs.same_env(args.env, file_env):
+            raise ValueError(f"--config {args.config} is a config for env {file_env!r} (its values include that "
+                             f"env's preset), not {args.env!r}: leave out the env argument to train {file_env!r} "
+                             f"with it, or remove \"env\" from a copy of the file to apply its values to {args.env!r}")
+        env = args.env or file_env
         if not env:
             parser.error("give an env (e.g. cartpole, gymnasium:Acrobot-v1, my_module:MyEnv) or --resume RUN_DIR")
-        values = {name: value for name, value in values.items() if name != "env"}
         config = ppo.PPOConfig.for_env(env, **{**values, **overrides})
         config.validate()
+        if args.seeds:
+            from puffercore.sweep import seeds_summary, train_seeds
+
+            print(seeds_summary(train_seeds(config, env, args.seeds, args.jobs)))
+            return
         trainer = ppo.train(config, env)
     if trainer.group.is_main:  # under torchrun, one line for the job
         print(ppo.summary(trainer))
@@ -74,17 +70,42 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         sys.exit(128 + trainer.interrupted)  # the shell's convention for a run a signal ended
 
 
-def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    frames = []
-    drawn_env = args.env or (ppo.saved_env_spec(args.checkpoint) if args.render else None)
+def _sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    from puffercore.sweep import sweep
 
-    def show(observation, reward):
-        frames.append(_ascii_frame(drawn_env, observation, reward))
+    result = sweep(args.config, trials=args.trials, jobs=args.jobs, directory=args.dir, pruner=args.pruner,
+                   seed=args.seed)
+    print(f"{result['finished']} of {args.trials} trials finished ({result['pruned']} pruned)"
+          + (f"; interrupted: `puffercore sweep {args.config} --trials {args.trials}"
+             + (f" --dir {args.dir}" if args.dir else "") + "` resumes the study" if result["interrupted"] else ""))
+    if result["trial"] is None:
+        print("no trial has completed yet, so there is no best config")
+    else:
+        params = ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
+                           for name, value in result["params"].items())
+        print(f"best: trial {result['trial']}, return {result['value']:.2f} ({params}), run {result['run_dir']}\n"
+              f"best config: {result['config_path']}  (train it: puffercore train --config {result['config_path']})")
+    print(f"dashboard: optuna-dashboard {result['storage']}")
+
+
+def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    pictures, rewards, observations = [], [], []
+    # --render: the env's own text picture where it has one (not with --video, which takes
+    # the env's render mode), else the observation's numbers.
+    own_picture = args.render and not args.video and "ansi" in (render_modes(
+        envs.resolve_saved(ppo.saved_env_spec(args.checkpoint), args.env, args.checkpoint)) or ())
+
+    def record(observation, reward):
+        observations.append(observation.copy())
+        rewards.append(reward)
 
     returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
-                           max_steps=args.max_steps, on_step=show if args.render else None, env=args.env,
-                           video=args.video)
+                           max_steps=args.max_steps, on_step=record if args.render else None, env=args.env,
+                           video=args.video, on_render=pictures.append if own_picture else None)
     if args.render:
+        frames = [picture.rstrip("\n") + f"\nreward={reward:.1f}" for picture, reward in zip(pictures, rewards)] \
+            if own_picture else [" ".join(f"{float(value):+.3f}" for value in observation) + f"  reward={reward:.1f}"
+                                 for observation, reward in zip(observations, rewards)]
         print("\n\n".join(frames[-args.render_steps:]))
     mean = sum(returns) / len(returns)
     print(f"{args.checkpoint}: {len(returns)} episodes, mean return {mean:.2f}, "
@@ -92,25 +113,6 @@ def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     print("returns:", " ".join(f"{value:.1f}" for value in returns))
     if args.video:
         print(f"video: {args.video}")
-
-
-def _ascii_frame(env: str, observation, reward: float) -> str:
-    """A text picture of one observation: CartPole's cart and pole, grid envs' cells,
-    other envs' numbers."""
-    if env == "cartpole":
-        x, theta = float(observation[0]), float(observation[2])
-        width = 41
-        cart = min(width - 1, max(0, int(round((x + 2.4) / 4.8 * (width - 1)))))
-        lean = "/" if theta > 0.05 else "\\" if theta < -0.05 else "|"
-        return "\n".join([" " * cart + lean, "-" * cart + "#" + "-" * (width - 1 - cart),
-                          f"x={x:+.3f} theta={theta:+.3f} reward={reward:.1f}"])
-    size = int(round(len(observation) ** 0.5))
-    if observation.dtype.kind == "u" and size * size == len(observation):
-        symbols = ".o#@*%"
-        rows = observation.reshape(size, size)
-        return "\n".join("".join(symbols[min(int(v), len(symbols) - 1)] for v in row) for row in rows) + \
-            f"\nreward={reward:.1f}"
-    return " ".join(f"{float(v):+.3f}" for v in observation) + f"  reward={reward:.1f}"
 
 
 def _bench_dir() -> str:
@@ -160,7 +162,9 @@ def _import_from_working_directory() -> None:
 
 
 def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    print(logger.plot(args.run_dir, args.output, metric=args.metric))
+    from puffercore.plots import plot
+
+    print(plot(args.runs, args.output, metric=args.metric, x=args.x, smooth=args.smooth, title=args.title))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -193,12 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR", help=(
         "continue the run in RUN_DIR from its checkpoint; flags may change only "
         + ", ".join(ppo.RESUMABLE_FIELDS)))
+    train.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help=(
+        "train one run per seed, side by side in processes (RUN_DIR-seedS each), and print the final return's mean "
+        "and spread"))
+    train.add_argument("--jobs", type=int, metavar="N", help="with --seeds: runs at once (default: all)")
     add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
                         prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".")
     train.set_defaults(handler=_train, command_parser=train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
-        "Play episodes with a trained policy and print their returns (and an ASCII render, or a video)."))
+        "Play episodes with a trained policy and print their returns (and a text render, or a video)."))
     evaluate.add_argument("env", nargs="?", help="the env, when the checkpoint could not name it (else checked against it)")
     evaluate.add_argument("--checkpoint", required=True, help="checkpoint.pt or its run directory")
     evaluate.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
@@ -206,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-steps", type=int, default=10_000,
                           help="env steps at most; episodes still running then end there (default 10000)")
     evaluate.add_argument("--sample", action="store_true", help="sample actions instead of taking the most likely")
-    evaluate.add_argument("--render", action="store_true", help="print ASCII frames of the last steps")
+    evaluate.add_argument("--render", action="store_true", help=(
+        "print the last steps: the env's own text picture (its ansi render), else the observation's numbers"))
     evaluate.add_argument("--render-steps", type=int, default=5, help="frames to print with --render (default 5)")
     evaluate.add_argument("--video", metavar="FILE", help=(
         "record the episodes into an MP4 from the env's rgb_array render (pip install \"puffercore[video]\")"))
@@ -225,12 +234,34 @@ def build_parser() -> argparse.ArgumentParser:
     new_env.add_argument("--numba", action="store_true", help="a Python env compiled by numba instead of C")
     new_env.set_defaults(handler=_new_env, command_parser=new_env)
 
-    plot = commands.add_parser("plot", help="write a PNG learning curve of a run", description=(
-        "Plot a metric of RUN_DIR/metrics.csv against env steps into a PNG."))
-    plot.add_argument("run_dir", help="a run directory (with metrics.csv)")
-    plot.add_argument("--metric", default="episode_return", help="column to plot (default episode_return)")
-    plot.add_argument("--output", help="PNG path (default RUN_DIR/learning_curve.png)")
+    plot = commands.add_parser("plot", help="draw learning curves of runs (PNG, PDF, SVG)", description=(
+        "Plot a metric of runs' metrics.csv against env steps or wall time. Runs of one config (seeds) are "
+        "drawn as their mean and a band of one standard deviation; the legend names what tells configs apart."))
+    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (with metrics.csv and config.json)")
+    plot.add_argument("--metric", default="episode_return", help="column to plot (default episode_return; "
+                      "recent_return: the mean of the last 20 episodes)")
+    plot.add_argument("--x", choices=("step", "time"), default="step", help="x axis: env steps or training time")
+    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing mean over N points (default 1: none)")
+    plot.add_argument("--title", help="the title (default: the algorithm and the envs)")
+    plot.add_argument("--output", help="a .png, .pdf or .svg path (default RUN/learning_curve.png for one run, "
+                      "./learning_curve.png for several)")
     plot.set_defaults(handler=_plot, command_parser=plot)
+    sweep = commands.add_parser("sweep", help="search hyperparameters with Optuna (pip install \"puffercore[sweep]\")",
+                                description=(
+        "Search the [sweep] table of a config file (TOML or JSON: env, fields, and the search space, e.g. "
+        "\"train.learning_rate\" = {low = 1e-4, high = 1e-2, log = true} or \"policy.hidden_size\" = [32, 64]) with "
+        "Optuna's TPE sampler, trials in parallel processes, the median pruner on each trial's learning curve, the "
+        "study in DIR/study.db (the same command resumes it) and the best config written to DIR/best_config.json."))
+    sweep.add_argument("config", help="the config file with a [sweep] table")
+    sweep.add_argument("--trials", type=int, default=20, help="finished trials the study should have (default 20; "
+                       "earlier runs' count)")
+    sweep.add_argument("--jobs", type=int, default=1, help="trials at once, each in its own process (default 1)")
+    sweep.add_argument("--dir", help="where the study and the trials' runs go (default sweeps/<config file name>)")
+    sweep.add_argument("--pruner", choices=("median", "none"), default="median", help=(
+        "median: stop a trial whose recent return is below the median of earlier trials at the same step, after "
+        "5 trials and a quarter of the run (default); none: never"))
+    sweep.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
+    sweep.set_defaults(handler=_sweep, command_parser=sweep)
     alphazero_cli.add_commands(commands)
     return parser
 
@@ -243,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         args.handler(args, args.command_parser)
     except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
         args.command_parser.error(str(error))
+    except KeyboardInterrupt:  # training saves and says so itself; elsewhere there is nothing to keep
+        args.command_parser.exit(130, f"\n{args.command_parser.prog}: interrupted\n")
 
 
 if __name__ == "__main__":

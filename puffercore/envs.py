@@ -48,7 +48,8 @@ def resolve(env: Any) -> EnvSource:
     if isinstance(env, str):
         return _resolve_name(env)
     if hasattr(env, "recv") and hasattr(env, "send") and hasattr(env, "single_observation_space"):
-        return EnvSource(name=type(env).__name__.lower(), spec=None, creator=None, native=False, vector=env)
+        return EnvSource(name=getattr(env, "env_name", type(env).__name__.lower()), spec=None, creator=None,
+                         native=False, vector=env)
     if _is_env_instance(env):
         raise TypeError(
             f"env must be an env class, a creator (a function returning a new env), a name or a vector env "
@@ -87,6 +88,11 @@ def resolve_saved(spec: Any, env: Any, where: str) -> EnvSource:
             f"gymnasium id registered in gymnasium, atari:GAME); code a file names is never imported or run. "
             f"If you trust that env, pass it yourself: {PASS_THE_ENV}")
     return known
+
+
+def same_env(a: Any, b: Any) -> bool:
+    """Whether two env names make the same env ("Acrobot-v1" is "gymnasium:Acrobot-v1")."""
+    return a == b or resolve(a).spec == resolve(b).spec
 
 
 def make_vector(source: EnvSource, backend: str = "auto", num_envs: int = 8, num_workers: int | None = None,

@@ -6,6 +6,7 @@ default None so that only what the user typed overrides the preset.
     check_fields(config)   # in validate(): ValueError naming the first field of the wrong type
     add_dataclass_flags(parser, PPOConfig, prefix=lambda field: ..., preset="the env preset")
     overrides = dataclass_overrides(args, PPOConfig)
+    PPOConfig.__doc__ += field_docs(PPOConfig)   # the same help for help(PPOConfig)
 """
 
 from __future__ import annotations
@@ -117,3 +118,15 @@ def dataclass_overrides(args: argparse.Namespace, config_class: type, skip: tupl
     """The fields the user set on the command line."""
     return {field.name: getattr(args, field.name) for field in dataclasses.fields(config_class)
             if field.name not in skip and getattr(args, field.name) is not None}
+
+
+def field_docs(config_class: type) -> str:
+    """Docstring lines for every field of `config_class` from the help in its metadata,
+    the one source of `--help` and of `help(config_class)`. Indented as a class
+    docstring's body (four spaces), so that help() dedents it with the rest."""
+    lines = ["", "", "    Fields (each a command-line flag; see the command's --help):", ""]
+    for field in dataclasses.fields(config_class):
+        choices = field.metadata.get("choices")
+        lines.append(f"    {field.name}: {type(field.default).__name__} = {field.default!r}")
+        lines.append(f"        {field.metadata['help']}" + (f" (one of {', '.join(map(str, choices))})" if choices else ""))
+    return "\n".join(lines)

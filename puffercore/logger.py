@@ -139,31 +139,3 @@ def _format(value: float) -> str:
     if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
         return f"{value:.3e}"
     return f"{value:.4f}"
-
-
-def plot(run_dir: str | os.PathLike, output: str | os.PathLike | None = None,
-         metric: str = "episode_return") -> str:
-    """Write a PNG learning curve (`metric` against env steps) of a run directory's
-    metrics CSV; returns the PNG path (default RUN_DIR/learning_curve.png)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    csv_path = os.path.join(os.fspath(run_dir), CSV_NAME)
-    if not os.path.isfile(csv_path):
-        raise FileNotFoundError(f"{run_dir} has no {CSV_NAME}; is it a puffercore run directory?")
-    rows = [row for row in read_csv(csv_path) if metric in row]
-    if not rows:
-        raise ValueError(f"{csv_path} has no values for {metric!r}")
-    output = os.fspath(output) if output else os.path.join(os.fspath(run_dir), "learning_curve.png")
-    figure, axis = plt.subplots(figsize=(7, 4))
-    axis.plot([row[STEP_COLUMN] for row in rows], [row[metric] for row in rows])
-    axis.set_xlabel("env steps")
-    axis.set_ylabel(metric)
-    axis.set_title(os.path.basename(os.path.abspath(run_dir)))
-    axis.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(output, dpi=100)
-    plt.close(figure)
-    return output

@@ -3,7 +3,7 @@ with imageio-ffmpeg (the `video` extra; imageio-ffmpeg's wheel carries its ffmpe
 binary, so recording downloads nothing).
 
     recorder = VideoRecorder("out.mp4")        # ImportError naming the extra without an encoder
-    vec = make_vector(rgb_array_env("cartpole"), num_envs=1)   # envs made with render_mode="rgb_array"
+    vec = make_vector(rendering_env("cartpole"), num_envs=1)   # envs made with render_mode="rgb_array"
     recorder.capture(vec)                      # vec.render() (its env 0) is the next frame
     recorder.close()
 
@@ -18,7 +18,9 @@ import inspect
 import os
 from typing import Any
 
+import gymnasium
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 
 from puffercore import envs
 
@@ -26,20 +28,35 @@ INSTALL = 'pip install "puffercore[video]"'
 DEFAULT_FPS = 30  # for envs whose metadata names no render_fps
 
 
-def rgb_array_env(env: Any) -> envs.EnvSource:
+def rendering_env(env: Any, mode: str = "rgb_array") -> envs.EnvSource:
     """The EnvSource of `env` (anything `envs.resolve` takes) that makes its envs with
-    render_mode="rgb_array"; ValueError when they can't render so."""
+    render_mode=`mode` ("rgb_array" for video, "ansi" for text); ValueError when they
+    can't render so."""
     source = envs.resolve(env)
     if source.creator is None:
-        raise ValueError(f"{source.name}: a vector env made by the caller can't be recorded; give its env class "
-                         f"or creator")
-    modes = getattr(source.creator, "metadata", {}).get("render_modes")
-    if modes is not None and "rgb_array" not in modes:
-        raise ValueError(f"{source.name} has no rgb_array render (its render modes: {modes})")
+        raise ValueError(f"{source.name}: a vector env made by the caller can't be rendered or recorded; give its env "
+                         f"class or creator")
+    modes = render_modes(source)
+    if modes is not None and mode not in modes:
+        raise ValueError(f"{source.name} has no {mode} render (its render modes: {modes})")
     if not _takes_render_mode(source.creator):
-        raise ValueError(f"{source.name} takes no render_mode argument; to record it, accept render_mode "
+        raise ValueError(f"{source.name} takes no render_mode argument; to render it, accept render_mode "
                          f"(gymnasium's convention) and pass it on to the env")
-    return dataclasses.replace(source, creator=functools.partial(source.creator, render_mode="rgb_array"))
+    return dataclasses.replace(source, creator=functools.partial(source.creator, render_mode=mode))
+
+
+def render_modes(env: Any) -> list[str] | None:
+    """The render modes `env`'s class declares in its metadata (a gymnasium id's are its
+    registered class's); None when there is no class to read them from."""
+    creator = envs.resolve(env).creator
+    while isinstance(creator, functools.partial):
+        if creator.func is gymnasium.make:  # partial(gymnasium.make, id): the registered entry point
+            entry_point = gymnasium.spec(creator.args[0]).entry_point
+            creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        else:
+            creator = creator.func
+    modes = getattr(creator, "metadata", {}).get("render_modes")
+    return None if modes is None else list(modes)
 
 
 def _takes_render_mode(creator) -> bool:

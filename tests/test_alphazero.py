@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -356,6 +357,22 @@ def test_play_command_with_piped_moves(trained_run):
     second_seat = run_play("tictactoe", "--checkpoint", trained_run, "--seat", "1", stdin="")
     assert second_seat.returncode == 0, second_seat.stderr
     assert "agent plays" in second_seat.stdout and "game abandoned" in second_seat.stdout
+
+
+def test_ctrl_c_in_play_abandons_the_game_without_a_traceback(trained_run):
+    process = subprocess.Popen([sys.executable, "-P", "-m", "puffercore", "play", "tictactoe", "--checkpoint",
+                                trained_run, "--seed", "7"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        prompt = ""
+        while "your move" not in prompt:  # the game waits for a move
+            prompt += process.stdout.read(1) or pytest.fail(f"play ended early: {process.stderr.read()}")
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0 and "Traceback" not in err, err
+    assert "game abandoned; replay it with --seed 7" in out
 
 
 def test_play_command_rejects_the_wrong_game(trained_run):

@@ -24,10 +24,9 @@ def test_gymnasium_vector_env_contract(make):
     assert envs.observation_space.shape == (4, 4) and envs.action_space.shape == (4,)
     obs, infos = envs.reset(seed=3)
     assert envs.observation_space.contains(obs) and infos == {}
-    wrapped = gymnasium.wrappers.vector.RecordEpisodeStatistics(envs)
     finals = episodes = 0
     for _ in range(200):
-        obs, rewards, terminations, truncations, infos = wrapped.step(np.ones(4, np.int64))  # pushing right: falls
+        obs, rewards, terminations, truncations, infos = envs.step(np.ones(4, np.int64))  # pushing right: falls
         assert obs.shape == (4, 4) and rewards.dtype == np.float64 and terminations.dtype == np.bool_
         done = terminations | truncations
         if done.any():
@@ -42,7 +41,33 @@ def test_gymnasium_vector_env_contract(make):
     assert finals > 0 and episodes == finals
     with pytest.raises(ValueError, match="seed must be an int or None"):
         envs.reset(seed=[1, 2, 3, 4])
-    wrapped.close()
+    envs.close()
+
+
+@pytest.mark.parametrize("make", [lambda: puffercore.vector.make(CartPole, 4, backend="threads", seed=0),
+                                  python_cartpoles], ids=["native-threads", "python-serial"])
+def test_gymnasium_vector_env_reports_episodes_as_record_episode_statistics_does(make):
+    """CleanRL's loop reads infos["episode"] and infos["_episode"]: the same numbers as
+    gymnasium's wrapper gives on the same episodes, with no wrapper to add."""
+    ours = GymnasiumVectorEnv(make())
+    theirs = gymnasium.wrappers.vector.RecordEpisodeStatistics(GymnasiumVectorEnv(make(), episode_statistics=False))
+    ours.reset(seed=5)
+    theirs.reset(seed=5)
+    actions = np.random.default_rng(0).integers(0, 2, (300, 4))
+    ended = 0
+    for step_actions in actions:
+        *_, our_infos = ours.step(step_actions)
+        *_, their_infos = theirs.step(step_actions)
+        assert ("episode" in our_infos) == ("episode" in their_infos)
+        if "episode" in their_infos:
+            np.testing.assert_array_equal(our_infos["_episode"], their_infos["_episode"])
+            for key in ("r", "l"):
+                np.testing.assert_array_equal(our_infos["episode"][key], their_infos["episode"][key])
+            assert (our_infos["episode"]["t"][our_infos["_episode"]] > 0).all()
+            ended += our_infos["_episode"].sum()
+    assert ended > 20  # random CartPole episodes last about 22 steps
+    ours.close()
+    theirs.close()
 
 
 def test_gymnasium_vector_env_same_seed_same_episodes():

@@ -292,6 +292,10 @@ def test_multi_agent_typing_errors_name_function_and_field():
     (dict(log_names=["episodes"]), "log_names must be non-empty strings other than 'episodes'"),
     (dict(log_names=["a", "a"]), "log_names must be distinct"),
     (dict(log_names=[f"s{k}" for k in range(16)]), "at most 15 names"),
+    (dict(state=[("size", np.int32)]), "state field 'size' has the name of an attribute of NumPy records"),
+    (dict(state=[("x", np.float32), ("max", np.float32)]), r"state field 'max' .* rename it"),
+    (dict(render_rgb_array="picture"), "render_rgb_array must be a function"),
+    (dict(render_fps=0), "render_fps must be a positive number"),
 ])
 def test_definition_errors_name_the_argument(change, message):
     arguments = dict(name="Bad", state=STATE, reset=reset, step=step, **SPACES) | change
@@ -336,3 +340,59 @@ def test_new_env_numba_writes_a_module_that_trains_from_the_cli(tmp_path, monkey
           "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false", "--run-dir", str(tmp_path / "run")])
     saved = checkpoint.load(tmp_path / "run" / run.CHECKPOINT_NAME)
     assert saved["env"] == "corridor:Corridor" and saved["counters"]["global_step"] == 512
+
+
+def test_numba_snake_draws_the_c_snakes_rgb_array_picture():
+    ours = numba_snake(num_envs=2, seed=3, render_mode="rgb_array")
+    theirs = Snake(num_envs=2, seed=3, render_mode="rgb_array")
+    assert ours.metadata["render_modes"] == ["ansi", "rgb_array"]
+    ours.reset(seed=3)
+    theirs.reset(seed=3)
+    actions = np.random.default_rng(0).integers(0, 4, (30, ours.num_agents))
+    for step_actions in actions:
+        ours.step(step_actions)
+        theirs.step(step_actions)
+        np.testing.assert_array_equal(ours.render(), theirs.render())
+
+
+# docs/authoring.md's picture of the corridor, on the template's env (what new-env --numba writes)
+PICTURE_MODULE = """
+import numpy as np
+from puffercore import numba_env
+from puffercore.numba_env.template import STATE, Template, reset, step
+
+
+def picture(state):
+    frame = np.zeros((16, 9 * 16, 3), np.uint8)
+    frame[:, 8 * 16:] = (60, 200, 90)
+    cell = min(max(int(state.position), 0), 8)
+    frame[4:12, cell * 16 + 4:cell * 16 + 12] = 255
+    return frame
+
+
+Corridor = numba_env.define("Corridor", state=STATE, reset=reset, step=step, log_names=["episode_length"],
+                            observation_space=Template.definition.observation_space,
+                            action_space=Template.definition.action_space, render_rgb_array=picture,
+                            render_fps=10)
+"""
+
+
+def test_a_numba_env_with_a_picture_records_eval_video(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("imageio_ffmpeg", reason="the video extra (pip install 'puffercore[video]')")
+    import imageio.v2 as imageio
+
+    from puffercore.__main__ import main
+
+    (tmp_path / "lit_corridor.py").write_text(PICTURE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lit_corridor", raising=False)
+    main(["train", "lit_corridor:Corridor", "--total-timesteps", "512", "--vec.num-envs", "8", "--train.horizon",
+          "16", "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false", "--run-dir", str(tmp_path / "run")])
+    video = str(tmp_path / "corridor.mp4")
+    main(["eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "2", "--max-steps", "40", "--video", video])
+    assert f"video: {video}" in capsys.readouterr().out
+    with imageio.get_reader(video, format="FFMPEG") as reader:
+        assert reader.get_meta_data()["fps"] == 10
+        frames = [frame for frame in reader]
+    assert 2 <= len(frames) <= 40 and frames[0].shape == (16, 144, 3)
+    assert (frames[0][:, 128:, 1] > 150).all()  # the exit's green, through the codec

@@ -58,6 +58,13 @@ def test_template_builds_outside_the_tree_and_steps(tmp_path):
 
     check_env(GymnasiumView(module.Template(num_envs=1, render_mode="ansi")), skip_render_check=False)
 
+    # The picture comes from the struct, not the observation row, which Normalize rewrites in place.
+    env = module.Template(num_envs=1, seed=0, render_mode="ansi", length=8)
+    obs, _ = env.reset()
+    position = int(round(obs[0, 0] * 7))
+    env.observations[0, 0] = 0.0 if position else 1.0
+    assert env.render() == "." * position + "A" + "." * (6 - position) + "|\n"
+
 
 def test_build_env_rejects_a_missing_pyx(tmp_path):
     with pytest.raises(ValueError, match="pyx_path"):
@@ -85,8 +92,11 @@ def test_new_env_builds_and_trains_from_python_and_the_cli(tmp_path, monkeypatch
 
     main(["train", "maze:Maze", "--total-timesteps", "512", "--vec.num-envs", "8", "--train.horizon", "16",
           "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false", "--run-dir", str(tmp_path / "cli")])
-    main(["eval", "maze:Maze", "--checkpoint", str(tmp_path / "cli"), "--episodes", "2"])
-    assert "2 episodes, mean return" in capsys.readouterr().out
+    main(["eval", "maze:Maze", "--checkpoint", str(tmp_path / "cli"), "--episodes", "2", "--render",
+          "--render-steps", "2"])
+    out = capsys.readouterr().out
+    assert "2 episodes, mean return" in out
+    assert re.search(r"^\.*A\.*\|\nreward=", out, re.MULTILINE), out  # the env's own ANSI picture, with the reward
     with pytest.raises(SystemExit):
         main(["new-env", "maze", "--dir", str(tmp_path)])
     assert "already exists" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 import puffercore.emulation
 import puffercore.vector
-from puffercore import checkpoint, logger, ppo, run, seeding
+from puffercore import checkpoint, logger, plots, ppo, run, seeding
 from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.__main__ import main
 from puffercore.models import ActionHead, Policy
@@ -441,10 +441,10 @@ def test_logger_csv_tensorboard_and_plot(tmp_path):
     resumed = logger.Logger(tmp_path, tensorboard=False, resume_step=10)
     resumed.close()
     assert logger.read_csv(tmp_path / "metrics.csv") == rows[:1]
-    png = logger.plot(tmp_path)
+    png = plots.plot([str(tmp_path)])
     assert png.endswith("learning_curve.png") and os.path.getsize(png) > 1000
     with pytest.raises(FileNotFoundError, match="has no metrics.csv"):
-        logger.plot(tmp_path / "nothing")
+        plots.plot([str(tmp_path / "nothing")])
 
 
 def test_cli_train_eval_and_plot(tmp_path, capsys):

@@ -15,7 +15,7 @@ from puffercore import ppo, render
 from puffercore.__main__ import main
 from puffercore.env import GymnasiumView
 from puffercore.ocean import CartPole, Snake
-from puffercore.video import VideoRecorder, rgb_array_env
+from puffercore.video import VideoRecorder, rendering_env
 
 TINY_RUN = ["--total-timesteps", "1024", "--vec.num-envs", "8", "--train.horizon", "32", "--train.minibatch-size", "64",
             "--policy.hidden_size", "16", "--quiet", "--tensorboard", "false"]
@@ -154,18 +154,18 @@ class NoRender(gymnasium.Env):
 
 def test_envs_that_cannot_be_recorded_are_refused_by_name():
     with pytest.raises(ValueError, match=r"squared has no rgb_array render \(its render modes: \['ansi'\]\)"):
-        rgb_array_env("squared")
+        rendering_env("squared")
     with pytest.raises(ValueError, match="takes no render_mode argument"):
-        rgb_array_env(lambda: NoRender())
+        rendering_env(lambda: NoRender())
     vec = puffercore.vector.make(CartPole, 1)
-    with pytest.raises(ValueError, match="a vector env made by the caller can't be recorded"):
-        rgb_array_env(vec)
+    with pytest.raises(ValueError, match="a vector env made by the caller can.t be rendered or recorded"):
+        rendering_env(vec)
     vec.close()
 
 
 def test_a_render_that_is_no_rgb_frame_is_refused(tmp_path):
     needs_encoder()
-    vec = puffercore.vector.make(rgb_array_env(NoRender).creator, 1)
+    vec = puffercore.vector.make(rendering_env(NoRender).creator, 1)
     vec.reset()
     recorder = VideoRecorder(str(tmp_path / "none.mp4"))
     with pytest.raises(ValueError, match=r"no rgb_array render: render\(\) gave None"):

@@ -9,6 +9,7 @@ from puffercore.ocean.native import NativeEnv
 cdef extern from "template.h":
     ctypedef struct CTemplate "Template":
         int length
+        int position
     const PcEnvSpec TEMPLATE_SPEC
 
 
@@ -22,6 +23,7 @@ class Template(NativeEnv):
     def _configure(self, size_t address):
         (<CTemplate*>address).length = self.length
 
-    def _render_ansi(self, address):
-        position = int(round(self.observations[0, 0] * (self.length - 1)))
+    def _render_ansi(self, size_t address):
+        # The struct, not the observation row: a Normalize transform rewrites that in place.
+        position = (<CTemplate*>address).position
         return "".join("A" if i == position else "." for i in range(self.length - 1)) + "|\n"

@@ -98,8 +98,15 @@ def _play(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         args.seed = secrets.randbelow(2**63)
     elif not 0 <= args.seed < 2**64:
         parser.error(f"--seed must be in [0, 2**64), got {args.seed}")
-    moves = MOVE_FORMATS[args.game]
     print(f"game seed {args.seed}")
+    try:
+        _play_game(agent, args)
+    except KeyboardInterrupt:
+        print(f"\ngame abandoned; replay it with --seed {args.seed}")
+
+
+def _play_game(agent: AlphaZeroAgent, args: argparse.Namespace) -> None:
+    moves = MOVE_FORMATS[args.game]
     state = agent.game.new_state(seed=args.seed, num_players=agent.config.num_players)
     while not state.is_terminal():
         print(state, flush=True)

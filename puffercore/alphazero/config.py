@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from puffercore.flags import check_fields
+from puffercore.flags import check_fields, field_docs
 from puffercore.games import Azul, Connect4, TicTacToe
 from puffercore.inference import PRECISIONS
 from puffercore.seeding import check_seed
@@ -21,6 +21,9 @@ def _option(default, help: str):
 
 @dataclass
 class AlphaZeroConfig:
+    """AlphaZero's settings; `AlphaZeroConfig.for_game(game)` applies a game's preset. Each
+    field is a flag of `puffercore alphazero`."""
+
     game: str = _option("connect4", f"game to learn: {', '.join(GAMES)}")
     num_players: int = _option(2, "players per game")
     seed: int = _option(0, "run seed; every random stream gets a named child seed of it")
@@ -129,6 +132,9 @@ class AlphaZeroConfig:
         game = GAMES[self.game]()
         if not game.min_players <= self.num_players <= game.max_players:
             raise ValueError(f"{self.game} takes {game.min_players}-{game.max_players} players, got num_players={self.num_players}")
+
+
+AlphaZeroConfig.__doc__ += field_docs(AlphaZeroConfig)
 
 
 PRESETS = {

@@ -103,6 +103,7 @@ class Definition:
     agents: int | None  # None: the single-agent contract
     config: dict
     render: object
+    render_rgb_array: object
 
 
 class NumbaEnv(NativeEnv):
@@ -138,15 +139,21 @@ class NumbaEnv(NativeEnv):
     def _render_ansi(self, address):
         return self.definition.render(self._state_record(address).copy())
 
+    def _render_rgb_array(self, address):
+        return self.definition.render_rgb_array(self._state_record(address).copy())
+
 
 def define(name, *, state, observation_space, action_space, reset, step, log_names=(), agents=None, config=None,
-           render=None):
+           render=None, render_rgb_array=None, render_fps=50):
     """A NumbaEnv subclass named `name` (see the module docstring), compiled now: a
     function numba cannot type raises TypeError naming it. `state`: a structured dtype,
     or its fields as [(name, dtype) or (name, dtype, shape), ...]. `agents`: rows per
     env, for the multi-agent contract. `config`: {field: value} set in every env's state
     before its first reset. `render`: a Python function of a copy of sub-env 0's state
-    record that returns its text picture (render_mode="ansi"). The class's module is
+    record that returns its text picture (render_mode="ansi"); `render_rgb_array`: one
+    returning its picture as a uint8 [height, width, 3] array (render_mode="rgb_array",
+    what `puffercore eval --video` records, at `render_fps` frames a second). Both run in
+    Python, not numba: draw with NumPy. The class's module is
     the caller's, so assign it to a module attribute of the same name for other processes
     to import it."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -154,13 +161,19 @@ def define(name, *, state, observation_space, action_space, reset, step, log_nam
     state_dtype = _check_state(state)
     if render is not None and not callable(render):
         raise TypeError(f"render must be a function of the state record returning a string, got {render!r}")
+    if render_rgb_array is not None and not callable(render_rgb_array):
+        raise TypeError(f"render_rgb_array must be a function of the state record returning a uint8 "
+                        f"[height, width, 3] array, got {render_rgb_array!r}")
+    if isinstance(render_fps, bool) or not isinstance(render_fps, (int, float)) or not render_fps > 0:
+        raise ValueError(f"render_fps must be a positive number, got {render_fps!r}")
     definition = Definition(name, state_dtype, _check_observation_space(observation_space),
                             _check_action_space(action_space), _check_function("reset", reset),
                             _check_function("step", step), _check_log_names(log_names), _check_agents(agents),
-                            _check_config(config, state_dtype), render)
+                            _check_config(config, state_dtype), render, render_rgb_array)
+    modes = [mode for mode, function in (("ansi", render), ("rgb_array", render_rgb_array)) if function is not None]
     cls = type(name, (NumbaEnv,), {
         "definition": definition, "__doc__": f"{name}: a numba env (puffercore.numba_env)",
-        "metadata": {"render_modes": [] if render is None else ["ansi"], "render_fps": 50},
+        "metadata": {"render_modes": modes, "render_fps": render_fps},
         "__module__": sys._getframe(1).f_globals.get("__name__", "__main__")})
     compiled(cls)
     return cls
@@ -178,8 +191,17 @@ def _check_state(state):
         if kind not in "biuf":
             raise TypeError(f"state field {field!r} must be a bool, int or float (or an array of them), "
                             f"got {dtype.fields[field][0]}")
+        if field in _RECORD_ATTRIBUTES:
+            raise ValueError(f"state field {field!r} has the name of an attribute of NumPy records: state.{field} "
+                             f"would read NumPy's {field}, not the field, in a render function; rename it "
+                             f"(e.g. {field}_ or grid_{field})")
     # C alignment, whatever offsets the caller's dtype had: the record sits in a C struct.
     return np.dtype([(field, dtype.fields[field][0]) for field in dtype.names], align=True)
+
+
+# A render function reads the state as a NumPy record, whose own attributes (size, shape,
+# max, ...) win over fields of the same name.
+_RECORD_ATTRIBUTES = frozenset(name for name in dir(np.record) if not name.startswith("_"))
 
 
 def _check_observation_space(space):

@@ -20,6 +20,7 @@ import numpy as np
 from puffercore import numba_env
 from puffercore.numba_env import jit, rng_below
 from puffercore.checks import check_int
+from puffercore.render import snake as snake_picture
 
 EMPTY, FOOD, WALL, FIRST_BODY = 0, 1, 2, 3  # cell codes; FIRST_BODY + k: snake k
 SEES_SELF, SEES_OTHER = 3, 4
@@ -158,18 +159,32 @@ def step(state, agents, rng, log):
     observe_all(state, agents)
 
 
-def render(state):
-    """'#' walls, '*' food, snake k as its letter: upper case head, lower case body."""
+def _grid(state):
+    """The cells inside the walls, [height, width] cell codes, and where the heads are."""
     width, height, stride, vision = int(state.width), int(state.height), int(state.stride), int(state.vision)
-    codes = [int(state.cells[inside.py_func(state, i)]) for i in range(width * height)]
-    picture = [".*"[code] if code < FIRST_BODY else chr(ord("a") + (code - FIRST_BODY) % 26) for code in codes]
+    cells = np.array([state.cells[inside.py_func(state, i)] for i in range(width * height)], np.uint8)
+    heads = np.zeros(width * height, bool)
     for k in range(state.num_snakes):
         if state.length[k] > 0:
             row, col = divmod(int(head.py_func(state, k)), stride)
-            i = (row - vision) * width + col - vision
-            picture[i] = picture[i].upper()
-    wall = "#" * (width + 2) + "\n"
-    return wall + "".join("#" + "".join(picture[r * width:(r + 1) * width]) + "#\n" for r in range(height)) + wall
+            heads[(row - vision) * width + col - vision] = True
+    return cells.reshape(height, width), heads.reshape(height, width)
+
+
+def render(state):
+    """'#' walls, '*' food, snake k as its letter: upper case head, lower case body."""
+    cells, heads = _grid(state)
+    picture = [[".*"[code] if code < FIRST_BODY else chr(ord("a") + (code - FIRST_BODY) % 26) for code in row]
+               for row in cells]
+    for r, c in zip(*np.nonzero(heads)):
+        picture[r][c] = picture[r][c].upper()
+    wall = "#" * (cells.shape[1] + 2) + "\n"
+    return wall + "".join("#" + "".join(row) + "#\n" for row in picture) + wall
+
+
+def picture(state):
+    """The C Snake's rgb_array picture (puffercore.render.snake)."""
+    return snake_picture(*_grid(state))
 
 
 def snake_class(width=16, height=16, num_snakes=4, num_food=4, vision=5):
@@ -195,6 +210,7 @@ def _snake_class(width, height, num_snakes, num_food, vision):
              ("cells", np.uint8, stride * (height + 2 * vision))]  # the grid inside a band of walls
     return numba_env.define(
         "NumbaSnake", state=state, reset=reset, step=step, agents=num_snakes, render=render,
+        render_rgb_array=picture, render_fps=15,
         log_names=("episode_return", "episode_length", "snake_length"),
         config=dict(width=width, height=height, num_snakes=num_snakes, num_food=num_food, vision=vision,
                     stride=stride),

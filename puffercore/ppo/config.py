@@ -10,11 +10,12 @@ Every field is a command-line flag (--GROUP.NAME; the run group's have no prefix
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import torch
 
-from puffercore.flags import check_fields
+from puffercore.flags import check_fields, field_docs
 
 
 def _option(default, group: str, help: str, choices: tuple | None = None):
@@ -25,6 +26,10 @@ def _option(default, group: str, help: str, choices: tuple | None = None):
 
 @dataclasses.dataclass
 class PPOConfig:
+    """PPO's settings: CleanRL's ppo.py defaults; `PPOConfig.for_env(env)` applies an env's
+    preset. Each field is the flag --GROUP.NAME of `puffercore train` (the run group's have
+    no prefix); `validate()` raises ValueError naming a bad field."""
+
     # run
     seed: int = _option(1, "run", "run seed; spawns the named seeds for envs, torch and sampling")
     total_timesteps: int = _option(500_000, "run", "env transitions to train on")
@@ -106,11 +111,30 @@ class PPOConfig:
             require(getattr(self, name) >= 0, name, "a non-negative number")
         require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",
                 f"0 or a divisor of num_envs={self.num_envs}")
-        try:
-            torch.device(self.device)
-        except RuntimeError:
-            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
+        check_device(self.device)
 
+
+def check_device(name: str) -> None:
+    """ValueError in one line unless `name` is a torch device this machine has (torch
+    itself fails much later, with a long traceback, for CUDA on a machine without it)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {name!r}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else \
+                f"built for CUDA {torch.version.cuda}, which sees no GPU"
+            raise ValueError(f"device={name!r}, but CUDA is not available here (torch {torch.__version__}, {build}); "
+                             f"use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device={name!r}, but this machine has {torch.cuda.device_count()} CUDA device(s): "
+                             f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device={name!r}, but MPS (Apple GPUs) is not available here; use --device cpu")
+
+
+PPOConfig.__doc__ += field_docs(PPOConfig)
 
 # Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
 # registry: any env can be trained, see puffercore.envs). CartPole is tuned for
@@ -196,3 +220,28 @@ def preset_for(env: Any) -> dict[str, Any]:
         return {}
     return {**MUJOCO_PRESET, **MUJOCO_TASK_PRESETS.get(spec.name, {})}
 
+
+
+# The table of a config file that holds a sweep's search space (puffercore.sweep).
+SWEEP_TABLE = "sweep"
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """PPOConfig fields (and optionally "env", and a sweep's search space) from a JSON or
+    TOML file, e.g. a run's config.json; ValueError naming the file and the problem."""
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            with open(path, "rb") as file:
+                values = tomllib.load(file)
+        else:
+            with open(path) as file:
+                values = json.load(file)
+    except OSError as error:
+        raise ValueError(f"{path}: {error.strerror}") from None
+    except ValueError as error:  # json.JSONDecodeError and tomllib.TOMLDecodeError
+        raise ValueError(f"{path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'} ({error})") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a table of config fields, got {type(values).__name__}")
+    return values

@@ -36,7 +36,7 @@ from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.parts import make_policy, make_vector, transformed
 from puffercore.ppo.trainer import Trainer
 from puffercore.transforms import Normalize
-from puffercore.video import VideoRecorder, rgb_array_env
+from puffercore.video import VideoRecorder, rendering_env
 
 
 # What a PPO checkpoint holds at least (Trainer.state_dict).
@@ -194,7 +194,7 @@ def saved_env_spec(path: str) -> str | None:
 @torch.no_grad()
 def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
              on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None,
-             video: str | None = None) -> list[float]:
+             video: str | None = None, on_render: Callable[[str], None] | None = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
     one env, as the env reports them in its info -- the `episode_return` that training
     logs: an Atari game's raw score over all its lives, not the clipped reward of one
@@ -209,16 +209,19 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     `on_step(observation, reward)` sees row 0 at each step, e.g. to render it. `video`:
     an MP4 path to record the episodes into (the `video` extra): one frame of the env's
     rgb_array render (of its env 0) per step, showing what the policy acted on; a
-    terminal state, which autoreset replaces at once, is not shown."""
+    terminal state, which autoreset replaces at once, is not shown. `on_render(text)`: the
+    env's own text picture (its "ansi" render of env 0) before each step, as video has
+    frames; not both."""
     for name, value in (("episodes", episodes), ("max_steps", max_steps)):
         check_int(value, name, 1)
+    if video is not None and on_render is not None:
+        raise ValueError("video and on_render each need the env's own render mode (rgb_array, ansi): give one")
     recorder = VideoRecorder(video) if video is not None else None  # a missing encoder fails before any work
-    path = run.checkpoint_path(path)
-    state = checkpoint.load(path, required=CHECKPOINT_KEYS)
+    state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)
     config = PPOConfig(**state["config"])
     env = envs.resolve_saved(state["env"], env, path)
-    if recorder is not None:
-        env = rgb_array_env(env)
+    if recorder is not None or on_render is not None:
+        env = rendering_env(env, "rgb_array" if recorder is not None else "ansi")
     one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
                                   backend="serial" if config.backend != "threads" else "threads")
     vec = make_vector(env, one_env, seed=seed)
@@ -246,6 +249,8 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
                 break
             if recorder is not None:
                 recorder.capture(vec)
+            if on_render is not None:
+                on_render(vec.render())
             live = vec.masks.copy()
             out = policy(torch.as_tensor(obs), recurrent)
             actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]

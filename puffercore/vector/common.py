@@ -65,6 +65,14 @@ def _wrapper_for(env: Any) -> Callable[..., PufferEnv]:
     )
 
 
+def env_name(env: PufferEnv) -> str:
+    """What to call the envs of a vector (a trainer names its run after it): a gymnasium
+    env's registered id, else the class of the env (the one an adapter wraps)."""
+    inner = env.env if isinstance(env, Adapter) else env
+    spec = getattr(inner, "spec", None)
+    return spec.id if isinstance(getattr(spec, "id", None), str) else type(getattr(inner, "unwrapped", inner)).__name__.lower()
+
+
 class EnvFactory:
     """Builds the envs of a vector from a user's `env_creator(**env_kwargs)`: each call
     returns a PufferEnv writing into the buffers it is given. A creator that returns a
@@ -334,7 +342,9 @@ class VectorEnv(PufferEnv):
                 setattr(cls, name, exclusive(method))
 
     def _adopt_spaces(self, env: PufferEnv) -> None:
-        """Take the per-row spaces (and observation/action trees) of one of our envs."""
+        """Take the per-row spaces (and observation/action trees) and the name of one of
+        our envs."""
+        self.env_name = env_name(env)
         self.single_observation_space = env.single_observation_space
         self.single_action_space = env.single_action_space
         self.observation_tree = getattr(env, "observation_tree", None)

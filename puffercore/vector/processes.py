@@ -26,11 +26,13 @@ worker loop) is `puffercore.vector.process_worker`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing
 import multiprocessing.util
 import os
 import pickle
 import signal
+import threading
 import time
 
 import numpy as np
@@ -60,6 +62,22 @@ SPIN_SECONDS_SHARED_CORE = 5e-6
 # "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its
 # other threads included (torch, CUDA), the documented source of hangs and leaks.
 DEFAULT_START_METHOD = "spawn"
+
+
+@contextlib.contextmanager
+def interrupts_ignored():
+    """SIGINT ignored while a worker starts, so that it is born ignoring it (Python keeps
+    an ignored SIGINT ignored): Ctrl-C at a terminal signals the whole process group, and
+    the caller alone should get the KeyboardInterrupt (the trainer saves and closes the
+    workers) instead of every worker printing its own traceback."""
+    if threading.current_thread() is not threading.main_thread():  # only it may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _default_workers(num_envs: int, batch_size: int) -> int:
@@ -170,7 +188,8 @@ class Processes(VectorEnv):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(target=worker_main, args=(worker, config, child_end), daemon=True)
                 try:
-                    process.start()
+                    with interrupts_ignored():
+                        process.start()
                 except (pickle.PicklingError, AttributeError, TypeError) as error:
                     raise TypeError(
                         f"env_creator and its kwargs must be picklable (by cloudpickle) for start_method="

@@ -1,0 +1,417 @@
+"""Many PPO runs: seeds side by side (`puffercore train ENV --seeds 1 2 3`) and
+hyperparameter sweeps on Optuna (`puffercore sweep CONFIG`, the `sweep` extra).
+
+    results = train_seeds(PPOConfig.for_env("cartpole"), "cartpole", seeds=[1, 2, 3])
+    print(seeds_summary(results))              # the final return's mean and spread over seeds
+    best = sweep("sweep.toml", trials=20, jobs=2)
+
+A sweep's file is a config file (`puffercore train --config` reads it: env and fields)
+with a [sweep] table, its search space, keyed by flag name (or bare field name):
+
+    env = "cartpole"
+    total_timesteps = 200000
+
+    [sweep]
+    "train.learning_rate" = {low = 1e-4, high = 1e-2, log = true}   # floats (log scale)
+    "train.update_epochs" = {low = 2, high = 8}                      # ints
+    "policy.hidden_size" = [32, 64, 128]                             # one of a list
+
+Each trial trains PPO into DIR/trial-N and reports its recent return (the mean of the
+last 20 episodes) at REPORTS evenly spaced steps, where the median pruner stops trials
+below the median of the others at that step; the trial's value is the recent return at
+the end. Trials run in `jobs` processes that share one SQLite file (DIR/study.db), which
+the same command resumes (`trials` counts the study's finished trials, earlier ones
+included; a trial stopped by Ctrl-C runs again first) and `optuna-dashboard
+sqlite:///DIR/study.db` shows. The best trial's config is written to
+DIR/best_config.json, which `puffercore train --config` trains.
+
+Runs go to processes started with SIGINT ignored: Ctrl-C reaches the caller alone, which
+asks every run to stop at its next update (each saves its checkpoint) and waits for them;
+a second Ctrl-C ends them at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import math
+import multiprocessing
+import multiprocessing.connection
+import os
+import statistics
+import sys
+import traceback
+from typing import Any, Callable, Iterator
+
+from puffercore import envs, ppo, run
+from puffercore.ppo.config import SWEEP_TABLE, PPOConfig, read_config_file
+from puffercore.ppo.episodes import RECENT_EPISODES
+from puffercore.seeding import derive_seed
+from puffercore.vector.processes import interrupts_ignored
+
+REPORTS = 20
+INSTALL = 'pip install "puffercore[sweep]"'
+BEST_CONFIG = "best_config.json"
+
+
+# ---- runs in processes -------------------------------------------------------------------
+class Interrupted(Exception):
+    """A run asked to stop by Ctrl-C (its checkpoint saved)."""
+
+
+def in_processes(function: Callable, runs: dict[str, tuple], concurrency: int) -> Iterator[tuple[str, Any]]:
+    """`function(*arguments, stop)` for each name: arguments of `runs`, each in a process of
+    its own, at most `concurrency` at once; yields (name, result) as they end. `stop` (a
+    multiprocessing Event) is set on Ctrl-C: runs end at their next update, no new one
+    starts. A run that raised raises here, naming it: a ValueError or ImportError (input
+    the run refused) as a ValueError, anything else as a RuntimeError with its traceback."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    waiting = list(runs.items())
+    running: dict[Any, tuple[str, Any]] = {}  # connection -> (name, process)
+    try:
+        while waiting or running:
+            while waiting and len(running) < concurrency and not stop.is_set():
+                name, arguments = waiting.pop(0)
+                receiver, sender = context.Pipe(duplex=False)
+                process = context.Process(target=_child, args=(function, (*arguments, stop), sender), daemon=False)
+                with interrupts_ignored():
+                    process.start()
+                sender.close()
+                running[receiver] = (name, process)
+            if not running:
+                break
+            try:
+                ready = multiprocessing.connection.wait(list(running))
+            except KeyboardInterrupt:
+                if stop.is_set():
+                    raise  # the second Ctrl-C: the finally clause ends the runs
+                stop.set()
+                print("\nstopping: each run saves its checkpoint at its next update (Ctrl-C again to end them now)",
+                      file=sys.stderr, flush=True)
+                continue
+            for receiver in ready:
+                name, process = running.pop(receiver)
+                try:
+                    kind, value = receiver.recv()
+                except EOFError:
+                    kind, value = "error", f"its process died with exit code {process.exitcode}"
+                process.join()
+                if kind != "ok":  # a config or input the run refused: one line; anything else: its traceback
+                    raise (ValueError if kind == "refused" else RuntimeError)(f"{name} failed: {value}")
+                yield name, value
+    finally:
+        for _, process in running.values():
+            process.terminate()
+            process.join()
+
+
+def _child(function: Callable, arguments: tuple, sender) -> None:
+    try:
+        sender.send(("ok", function(*arguments)))
+    except (ValueError, ImportError) as error:
+        sender.send(("refused", f"{type(error).__name__}: {error}"))
+    except Exception:  # noqa: BLE001 -- the caller raises it, naming the run
+        sender.send(("error", traceback.format_exc()))
+
+
+def _threads_per_run(config: PPOConfig, concurrency: int) -> int:
+    """torch threads of one of `concurrency` runs at once: the config's, or a share of the cores."""
+    return config.torch_threads or max(1, (os.cpu_count() or 1) // concurrency)
+
+
+# ---- seeds ---------------------------------------------------------------------------------
+def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None = None) -> list[dict]:
+    """Train `config` on `env` once per seed, `jobs` runs at once (default: all), each in
+    RUN_DIR-seedS (RUN_DIR: the config's, else runs/ENV-TIME); returns per seed
+    {"seed", "run_dir", "recent_return", "summary", "interrupted"} in seed order and
+    prints each run's summary line as it ends."""
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, at least one, got {seeds}")
+    jobs = len(seeds) if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    base_dir = config.run_dir or run.default_run_dir(envs.resolve(env).name)
+    configs = [dataclasses.replace(config, seed=seed, run_dir=f"{base_dir}-seed{seed}", quiet=True,
+                                   torch_threads=_threads_per_run(config, min(jobs, len(seeds)))) for seed in seeds]
+    for one in configs:
+        one.validate()
+    results = {}
+    for name, result in in_processes(_train_one_seed, {f"seed {one.seed}": (one, env) for one in configs}, jobs):
+        print(f"{name}: {result['summary']}", flush=True)
+        results[result["seed"]] = result
+    return [results[seed] for seed in seeds if seed in results]
+
+
+def _train_one_seed(config: PPOConfig, env: Any, stop) -> dict:
+    trainer = ppo.train(config, env, until=lambda _: stop.is_set())
+    interrupted = trainer.update < trainer.num_updates
+    trainer.interrupted = interrupted  # the summary then says how to resume it
+    return {"seed": config.seed, "run_dir": trainer.run_dir, "recent_return": trainer.recent_return(),
+            "summary": ppo.summary(trainer), "interrupted": interrupted}
+
+
+def seeds_summary(results: list[dict]) -> str:
+    """The final return over seeds: mean, standard deviation, min and max."""
+    returns = [result["recent_return"] for result in results if result["recent_return"] is not None]
+    seeds = " ".join(str(result["seed"]) for result in results)
+    if not returns:
+        return f"seeds {seeds}: no run ended {RECENT_EPISODES} episodes, so none has a final return"
+    spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+    stopped = sum(result["interrupted"] for result in results)
+    return (f"seeds {seeds}: final return (mean of each run's last {RECENT_EPISODES} episodes) "
+            f"{statistics.mean(returns):.2f} "
+            f"+- {spread:.2f} (std over {len(returns)} seeds), min {min(returns):.2f}, max {max(returns):.2f}"
+            + (f"; {stopped} interrupted before the end" if stopped else ""))
+
+
+# ---- sweeps --------------------------------------------------------------------------------
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise ImportError(f"puffercore sweep needs Optuna, which is not installed: {INSTALL}") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep prints a line per trial itself
+    return optuna
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One swept field: a range (low, high, log, step; ints for an int field) or a list
+    of choices."""
+    field: str
+    integer: bool = False
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple | None = None
+
+    def suggest(self, trial) -> Any:
+        if self.choices is not None:
+            return trial.suggest_categorical(self.field, list(self.choices))
+        if self.integer:
+            return trial.suggest_int(self.field, self.low, self.high, step=self.step or 1, log=self.log)
+        return trial.suggest_float(self.field, self.low, self.high, step=self.step, log=self.log)
+
+
+def search_space(table: dict[str, Any]) -> list[Parameter]:
+    """The Parameters of a [sweep] table; ValueError naming the entry that is wrong."""
+    if not isinstance(table, dict) or not table:
+        raise ValueError(f"the [{SWEEP_TABLE}] table must map fields to ranges or lists, got {table!r}")
+    fields = {field.name: field for field in dataclasses.fields(PPOConfig)}
+    space = []
+    for key, value in table.items():
+        group, _, name = key.rpartition(".")
+        field = fields.get(name.replace("-", "_"))
+        if field is None or group not in ({""} if field.metadata["group"] == "run" else {"", field.metadata["group"]}):
+            raise ValueError(f"[{SWEEP_TABLE}] {key!r} is not a PPOConfig flag (e.g. \"train.learning_rate\")")
+        kind = type(field.default)
+        if isinstance(value, list):
+            if not value or not all(_fits(choice, kind) for choice in value):
+                raise ValueError(f"[{SWEEP_TABLE}] {key}: a list of choices must hold {kind.__name__}s, got {value!r}")
+            space.append(Parameter(field.name, choices=tuple(value)))
+            continue
+        if not isinstance(value, dict) or not {"low", "high"} <= set(value) or set(value) - {"low", "high", "log", "step"}:
+            raise ValueError(f"[{SWEEP_TABLE}] {key}: expected {{low = ..., high = ...}} (and log, step) or a list of "
+                             f"choices, got {value!r}")
+        low, high, log, step = value["low"], value["high"], value.get("log", False), value.get("step")
+        if kind not in (int, float) or not all(_fits(number, kind) for number in (low, high, step or 1)):
+            raise ValueError(f"[{SWEEP_TABLE}] {key}: a range needs bounds of the field's type ({kind.__name__}), got "
+                             f"{value!r}" + ("" if kind in (int, float) else "; give a list of choices"))
+        if not low < high or (log and low <= 0) or (step is not None and not step > 0) or not isinstance(log, bool):
+            raise ValueError(f"[{SWEEP_TABLE}] {key}: need low < high (both > 0 with log = true), a positive step "
+                             f"and log true or false, got {value!r}")
+        space.append(Parameter(field.name, integer=kind is int, low=low, high=high, log=log, step=step))
+    return space
+
+
+def _fits(value: Any, kind: type) -> bool:
+    """Whether `value` can be a value of a field of type `kind` (an int for a float field too)."""
+    if isinstance(value, bool):
+        return kind is bool
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """What every process of a sweep needs: where, what to train and what to search."""
+    storage: str
+    name: str
+    directory: str
+    env: Any
+    base: dict
+    space: tuple
+    pruner: str
+    seed: int
+
+    def load(self, job: int):
+        """The study, in job `job`'s process: its sampler seeded by (seed, job, trials so
+        far), so a resumed sweep draws new candidates rather than the first ones again."""
+        optuna = _optuna()
+        warmup = PPOConfig.for_env(self.env, **self.base).total_timesteps // 4  # a quarter of the run
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=warmup) \
+            if self.pruner == "median" else optuna.pruners.NopPruner()
+        storage = optuna.storages.RDBStorage(self.storage, engine_kwargs={"connect_args": {"timeout": 120}})
+        study = optuna.load_study(study_name=self.name, storage=storage, pruner=pruner)
+        study.sampler = optuna.samplers.TPESampler(
+            seed=derive_seed(derive_seed(self.seed, job), len(study.get_trials(deepcopy=False))) % 2**32)
+        return study
+
+
+def sweep(path: str, trials: int, jobs: int = 1, directory: str | None = None, pruner: str = "median",
+          seed: int = 0) -> dict:
+    """Search the [sweep] space of the config file at `path` until the study in
+    DIRECTORY/study.db (default sweeps/<file name>) has `trials` finished trials, `jobs`
+    processes at once; writes DIRECTORY/best_config.json and returns {"storage",
+    "finished", "pruned", "interrupted", "trial"} and, when a trial completed, the best
+    one's {"value", "params", "config_path", "run_dir"} ("trial" None when none did)."""
+    _optuna()  # first of all, naming the extra when Optuna is missing
+    for name, value in (("trials", trials), ("jobs", jobs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if pruner not in ("median", "none"):
+        raise ValueError(f"pruner must be 'median' or 'none', got {pruner!r}")
+    values = read_config_file(path)
+    if SWEEP_TABLE not in values:
+        raise ValueError(f"{path} has no [{SWEEP_TABLE}] table: the search space (see `puffercore sweep --help`)")
+    space = search_space(values.pop(SWEEP_TABLE))
+    env = values.pop("env", None)
+    if not env:
+        raise ValueError(f"{path} names no env (env = \"cartpole\", a gymnasium id or module:attribute)")
+    base = {key: value for key, value in values.items() if key not in ("run_dir", "quiet")}
+    PPOConfig.for_env(env, **base).validate()  # the file's own fields, before any trial
+    name = os.path.splitext(os.path.basename(path))[0]
+    directory = directory or os.path.join("sweeps", name)
+    os.makedirs(directory, exist_ok=True)
+    shared = Study(f"sqlite:///{os.path.join(directory, 'study.db')}", name, directory, env, base, tuple(space),
+                   pruner, seed)
+    with _only_sweep_of(directory):
+        return _sweep_in(shared, path, trials, jobs)
+
+
+@contextlib.contextmanager
+def _only_sweep_of(directory: str):
+    """Hold DIRECTORY/lock while the sweep runs: a second sweep of the study is refused
+    (so a trial left running by an ended sweep is known to be dead)."""
+    with open(os.path.join(directory, "lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another `puffercore sweep` is running on {directory}; wait for it, or give "
+                             f"another --dir") from None
+        yield
+
+
+def _sweep_in(shared: Study, path: str, trials: int, jobs: int) -> dict:
+    optuna = _optuna()
+    study = optuna.create_study(study_name=shared.name, storage=shared.storage, direction="maximize",
+                                load_if_exists=True)
+    experiment = json.dumps({"env": shared.env, "base": shared.base,
+                             "space": [dataclasses.asdict(parameter) for parameter in shared.space]}, sort_keys=True)
+    if study.user_attrs.get("experiment", experiment) != experiment:
+        raise ValueError(f"{shared.storage} holds a sweep of another config than {path} (its env, fields or search "
+                         f"space changed since); give another --dir for a new study")
+    study.set_user_attr("experiment", experiment)
+    for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        # left running by a sweep that was killed: failed, and its params queued to run again
+        study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(stale.params)
+    remaining, interrupted = trials - _finished(study), False
+    if remaining > 0:
+        concurrency = min(jobs, remaining)
+        shares = [remaining // concurrency + (job < remaining % concurrency) for job in range(concurrency)]
+        threads = _threads_per_run(PPOConfig.for_env(shared.env, **shared.base), concurrency)
+        jobs_ended = in_processes(_sweep_job, {f"sweep job {job}": (shared, job, share, threads)
+                                               for job, share in enumerate(shares)}, concurrency)
+        interrupted = any([stopped for _, stopped in jobs_ended])  # a list: wait for every job
+    return {**_write_best(shared, study), "interrupted": interrupted}
+
+
+def _finished(study) -> int:
+    optuna = _optuna()
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                        optuna.trial.TrialState.PRUNED)))
+
+
+def _sweep_job(shared: Study, job: int, trials: int, threads: int, stop) -> bool:
+    """Run `trials` trials (ask, train, tell), printing a line for each; True when `stop`
+    ended them early."""
+    optuna = _optuna()
+    study = shared.load(job)
+    for _ in range(trials):
+        if stop.is_set():
+            return True
+        trial = study.ask()
+        params = {parameter.field: parameter.suggest(trial) for parameter in shared.space}
+        described = ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
+                              for name, value in params.items())
+        try:
+            value = _objective(trial, params, shared, threads, stop)
+        except optuna.TrialPruned as pruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            print(f"trial {trial.number}: {pruned} ({described})", flush=True)
+        except Interrupted as interrupted:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            study.enqueue_trial(params)  # the same params again, first, when the sweep resumes
+            print(f"trial {trial.number}: {interrupted} ({described})", flush=True)
+            return True
+        except ValueError as error:  # a combination the config refuses, or a run too short to tell
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            print(f"trial {trial.number} failed: {error} ({described})", flush=True)
+        else:
+            study.tell(trial, value)
+            print(f"trial {trial.number}: return {value:.2f} ({described}); best so far: trial "
+                  f"{study.best_trial.number}, {study.best_value:.2f}", flush=True)
+    return False
+
+
+def _objective(trial, params: dict, shared: Study, threads: int, stop) -> float:
+    """Train the trial's config, reporting its recent return at REPORTS evenly spaced
+    steps; the recent return at the end, or TrialPruned, or Interrupted (Ctrl-C)."""
+    optuna = _optuna()
+    run_dir = os.path.join(shared.directory, f"trial-{trial.number}")
+    trial.set_user_attr("run_dir", run_dir)
+    config = PPOConfig.for_env(shared.env, **{**shared.base, **params, "run_dir": run_dir, "quiet": True,
+                                              "torch_threads": threads})
+    milestones = [config.total_timesteps * k // REPORTS for k in range(1, REPORTS)]
+    pruned = []
+
+    def report(trainer) -> bool:
+        while milestones and trainer.global_step >= milestones[0]:
+            recent, step = trainer.recent_return(), milestones.pop(0)
+            if recent is not None:
+                trial.report(recent, step)
+                if trial.should_prune():
+                    pruned.append(f"pruned at {trainer.global_step:,} steps, recent return {recent:.2f}")
+                    return True
+        return stop.is_set()
+
+    trainer = ppo.train(config, shared.env, until=report)
+    if pruned:
+        raise optuna.TrialPruned(pruned[0])
+    if trainer.update < trainer.num_updates:
+        raise Interrupted(f"interrupted at {trainer.global_step:,} steps; its params run again on resume")
+    value = trainer.recent_return()
+    if value is None or not math.isfinite(value):
+        raise ValueError(f"no recent return after {trainer.global_step:,} steps (fewer than {RECENT_EPISODES} "
+                         f"episodes ended): give more total_timesteps")
+    return value
+
+
+def _write_best(shared: Study, study) -> dict:
+    """The study's counts and its best trial, whose config goes to DIRECTORY/best_config.json
+    (the file's env and fields with the trial's params; no best without a completed trial)."""
+    optuna = _optuna()
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    counts = {"storage": shared.storage, "finished": _finished(study), "pruned": _finished(study) - len(completed)}
+    if not completed:
+        return {**counts, "trial": None}
+    best = study.best_trial
+    config_path = os.path.join(shared.directory, BEST_CONFIG)
+    with open(config_path, "w") as file:
+        json.dump({"env": shared.env, **shared.base, **best.params}, file, indent=2)
+    return {**counts, "value": best.value, "params": best.params, "trial": best.number, "config_path": config_path,
+            "run_dir": best.user_attrs.get("run_dir")}

@@ -1,0 +1,140 @@
+"""What a CleanRL or stable-baselines3 user meets around a training run (issue 30's
+frictions): runs named after the env they trained, errors that say what to type, the
+README's snippets running as written, Ctrl-C without tracebacks, help in Python."""
+
+import os
+import pydoc
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import puffercore.vector
+from puffercore import ppo
+from puffercore.__main__ import main
+from puffercore.alphazero.config import AlphaZeroConfig
+from puffercore.ocean import CartPole
+from puffercore.ppo import PPOConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = dict(num_envs=8, horizon=16, minibatch_size=64, update_epochs=2, hidden_size=16,
+             total_timesteps=8 * 16 * 2, quiet=True, tensorboard=False)
+
+
+def test_a_run_on_a_vector_env_is_named_after_its_env_and_eval_says_how_to_pass_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    vec = puffercore.vector.make(CartPole, 8, backend="threads", seed=0)
+    trainer = ppo.train(PPOConfig(**SMALL), vec)
+    vec.close()
+    assert os.path.basename(trainer.run_dir).startswith("cartpole-"), trainer.run_dir
+    with pytest.raises(ValueError) as error:
+        ppo.evaluate(trainer.run_dir, episodes=1)
+    message = str(error.value)
+    assert f"ppo.evaluate({trainer.run_dir!r}, env=MyEnv)" in message
+    assert f"puffercore eval my_module:MyEnv --checkpoint {trainer.run_dir}" in message
+    assert len(ppo.evaluate(trainer.run_dir, episodes=1, env=CartPole)) == 1
+    with pytest.raises(ValueError, match=re.escape(f"ppo.train(config, env=MyEnv, resume={trainer.run_dir!r})")):
+        ppo.train(None, resume=trainer.run_dir)
+
+
+def test_python_envs_in_a_vector_name_the_run_by_their_gymnasium_id(tmp_path, monkeypatch):
+    import gymnasium
+
+    monkeypatch.chdir(tmp_path)
+    vec = puffercore.vector.make(lambda: gymnasium.make("CartPole-v1"), 8, backend="serial", seed=0)
+    trainer = ppo.train(PPOConfig(**SMALL), vec)
+    vec.close()
+    assert os.path.basename(trainer.run_dir).startswith("CartPole-v1-"), trainer.run_dir
+
+
+def test_eval_render_prints_the_envs_own_text_picture(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    ppo.train(PPOConfig.for_env("cartpole", **SMALL, run_dir=run_dir), "cartpole")
+    main(["eval", "--checkpoint", run_dir, "--episodes", "1", "--render", "--render-steps", "3"])
+    out = capsys.readouterr().out
+    # CartPole's ansi render (its struct: x, x_dot, theta, theta_dot), then the step's reward
+    frames = re.findall(r"x=\S+ x_dot=\S+ theta=\S+ theta_dot=\S+\nreward=1\.0", out)
+    assert len(frames) == 3, out
+    pictures = []
+    returns = ppo.evaluate(run_dir, episodes=1, on_render=pictures.append)
+    assert len(pictures) == returns[0] and "theta_dot=" in pictures[0]  # one picture per step
+    with pytest.raises(ValueError, match="give one"):
+        ppo.evaluate(run_dir, episodes=1, on_render=print, video=str(tmp_path / "v.mp4"))
+
+
+def test_device_without_cuda_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"device='cuda', but CUDA is not available here .*use --device cpu"):
+        PPOConfig(device="cuda").validate()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "cartpole", "--device", "cuda:0", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 2 and "device='cuda:0', but CUDA is not available" in err
+    monkeypatch.undo()
+    if torch.cuda.is_available():  # a GPU machine: an index it does not have
+        with pytest.raises(ValueError, match="CUDA device"):
+            PPOConfig(device=f"cuda:{torch.cuda.device_count()}").validate()
+
+
+def test_config_of_another_envs_run_is_refused_naming_both(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    ppo.train(PPOConfig.for_env("cartpole", **SMALL, run_dir=run_dir), "cartpole")
+    config = os.path.join(run_dir, "config.json")
+    with pytest.raises(SystemExit):
+        main(["train", "snake", "--config", config])
+    err = capsys.readouterr().err
+    assert f"--config {config} is a config for env 'cartpole'" in err and "not 'snake'" in err
+    assert not os.path.exists(tmp_path / "runs")
+    # the same env, by another name, is no mismatch
+    main(["train", "cartpole", "--config", config, "--run-dir", str(tmp_path / "again")])
+    assert os.path.isfile(tmp_path / "again" / "checkpoint.pt")
+
+
+@pytest.mark.parametrize("config_class", [PPOConfig, AlphaZeroConfig])
+def test_config_fields_have_their_help_in_python(config_class):
+    text = pydoc.plain(pydoc.render_doc(config_class))
+    assert "learning_rate: float" in text
+    if config_class is PPOConfig:
+        assert "clip the value loss around the old values" in text  # clip_vloss's --help text
+        assert "one of tanh, relu, gelu" in text
+
+
+def test_readme_interop_snippet_runs_as_written(tmp_path):
+    """The README's snippet, as a script: `processes` workers re-import it, which its
+    main guard allows. Only SB3's rollout is shortened (its 8 x 2048 steps and 2560
+    minibatches take minutes on a shared 2-core machine)."""
+    pytest.importorskip("stable_baselines3")
+    with open(os.path.join(ROOT, "README.md")) as file:
+        readme = file.read()
+    section = readme[readme.index("### Your training code, puffercore's envs"):]
+    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    shortened = snippet.replace('PPO("MlpPolicy", venv)', 'PPO("MlpPolicy", venv, n_steps=16, batch_size=64, n_epochs=1)')
+    assert shortened != snippet
+    (tmp_path / "snippet.py").write_text(shortened)
+    done = subprocess.run([sys.executable, "-P", "snippet.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"returns \[\d", done.stdout)  # infos["episode"] without a wrapper
+
+
+def test_ctrl_c_during_training_with_worker_processes_prints_no_traceback(tmp_path, interrupt_command):
+    done = interrupt_command(["train", "CartPole-v1", "--vec.backend", "processes", "--vec.num-workers", "2", "--quiet",
+                              "--tensorboard", "false", "--run-dir", "run"], tmp_path,
+                             ready=lambda: os.path.isfile(tmp_path / "run" / "metrics.csv"))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert "interrupted:" in done.stdout and "checkpoint saved: puffercore train --resume run" in done.stdout
+
+
+def test_ctrl_c_before_training_starts_is_one_line(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ppo, "train", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "cartpole"])
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err.strip() == "puffercore train: interrupted"
