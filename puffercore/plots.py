@@ -205,9 +205,13 @@ def _group_labels(groups: list[list[Run]]) -> list[str]:
         if "run" in config:
             labels.append(os.path.basename(os.path.abspath(members[0].path)))
             continue
-        values = [f"{key}={json.loads(config[key]) if key in config else '-'}" for key in differing[:4]]
+        values = [f"{key}={_short(json.loads(config[key])) if key in config else '-'}" for key in differing[:4]]
         labels.append(", ".join(values) + (", ..." if len(differing) > 4 else ""))
     return labels
+
+
+def _short(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _title(runs: list[Run]) -> str:

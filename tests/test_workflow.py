@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -62,6 +63,27 @@ def test_eval_render_prints_the_envs_own_text_picture(tmp_path, capsys):
     assert len(pictures) == returns[0] and "theta_dot=" in pictures[0]  # one picture per step
     with pytest.raises(ValueError, match="give one"):
         ppo.evaluate(run_dir, episodes=1, on_render=print, video=str(tmp_path / "v.mp4"))
+
+
+@pytest.mark.parametrize("name", ["cartpole", "snake", "squared", "memory", "connect4", "azul", "busy"])
+def test_native_envs_draw_their_state_not_the_observation_row(name):
+    """`eval --render` prints these pictures; a Normalize transform rewrites the
+    observation row in place, which must not change them."""
+    from puffercore import envs, ocean
+
+    make = ocean.Busy if name == "busy" else envs.resolve(name).creator
+    env = make(num_envs=2, seed=0, render_mode="ansi", **({"max_cost_us": 1.0} if name == "busy" else {}))
+    env.reset(seed=3)
+    tree = getattr(env, "observation_tree", None)
+    for _ in range(2):
+        if tree is not None and "action_mask" in getattr(tree.space, "spaces", {}):  # a legal move: the first in the mask
+            env.step(tree.unflatten(env.observations)["action_mask"].argmax(axis=1))
+        else:
+            env.step(np.array([env.single_action_space.sample() for _ in range(env.num_agents)]))
+    picture = env.render()
+    env.observations[:] = 1 - env.observations  # what a transform could leave there
+    assert env.render() == picture
+    env.close()
 
 
 def test_device_without_cuda_is_one_clear_line(tmp_path, monkeypatch, capsys):

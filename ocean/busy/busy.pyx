@@ -10,6 +10,8 @@ cdef extern from "busy.h":
         int length
         float min_cost_us
         float max_cost_us
+        int tick
+        float next_cost_us
     const PcEnvSpec BUSY_SPEC
 
 
@@ -36,7 +38,7 @@ class Busy(NativeEnv):
         env.min_cost_us = self.min_cost_us
         env.max_cost_us = self.max_cost_us
 
-    def _render_ansi(self, address):
-        tick, cost = self.observations[0]
-        microseconds = self.min_cost_us + cost * (self.max_cost_us - self.min_cost_us)
-        return f"tick {int(round(tick * self.length))} of {self.length}\nnext step spins {microseconds:.0f} us\n"
+    def _render_ansi(self, size_t address):
+        # The struct, not the observation row: a Normalize transform rewrites that in place.
+        cdef CBusy* env = <CBusy*>address
+        return f"tick {env.tick} of {self.length}\nnext step spins {env.next_cost_us:.0f} us\n"

@@ -8,6 +8,8 @@ from puffercore.ocean.native import NativeEnv
 cdef extern from "memory.h":
     ctypedef struct CMemory "Memory":
         int delay
+        int cue
+        int tick
     const PcEnvSpec MEMORY_SPEC
 
 
@@ -21,7 +23,9 @@ class Memory(NativeEnv):
     def _configure(self, size_t address):
         (<CMemory*>address).delay = self.delay
 
-    def _render_ansi(self, address):
-        cue_left, cue_right, query = self.observations[0]
-        return ("cue: left\n" if cue_left else "cue: right\n" if cue_right else
-                "query: which cue?\n" if query else "wait\n")
+    def _render_ansi(self, size_t address):
+        # The struct, not the observation row: a Normalize transform rewrites that in place.
+        cdef CMemory* env = <CMemory*>address
+        if env.tick == 0:
+            return "cue: left\n" if env.cue == 0 else "cue: right\n"
+        return "query: which cue?\n" if env.tick == env.delay else "wait\n"

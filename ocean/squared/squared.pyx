@@ -9,6 +9,7 @@ cdef extern from "squared.h":
     ctypedef struct CSquared "Squared":
         int size
         int max_steps
+        int agent_row, agent_col, target_row, target_col
     const PcEnvSpec SQUARED_SPEC
 
 
@@ -32,6 +33,10 @@ class Squared(NativeEnv):
         env.size = self.size
         env.max_steps = self.max_steps
 
-    def _render_ansi(self, address):
-        grid = self.observations[0].reshape(self.size, self.size)
-        return "".join("".join(".AT"[cell] for cell in row) + "\n" for row in grid)
+    def _render_ansi(self, size_t address):
+        # The struct, not the observation row: a Normalize transform rewrites that in place.
+        cdef CSquared* env = <CSquared*>address
+        grid = [["."] * self.size for _ in range(self.size)]
+        grid[env.target_row][env.target_col] = "T"
+        grid[env.agent_row][env.agent_col] = "A"
+        return "".join("".join(row) + "\n" for row in grid)
