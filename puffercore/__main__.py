@@ -198,8 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
         "continue the run in RUN_DIR from its checkpoint; flags may change only "
         + ", ".join(ppo.RESUMABLE_FIELDS)))
     train.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help=(
-        "train one run per seed, side by side in processes (RUN_DIR-seedS each), and print the final return's mean "
-        "and spread"))
+        "train one run per seed, side by side in processes (runs/ENV-SEED-TIME each, or RUN_DIR-seedS with "
+        "--run-dir), and print the final return's mean and spread"))
     train.add_argument("--jobs", type=int, metavar="N", help="with --seeds: runs at once (default: all)")
     add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
                         prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".")

@@ -25,9 +25,9 @@ included; a trial stopped by Ctrl-C runs again first) and `optuna-dashboard
 sqlite:///DIR/study.db` shows. The best trial's config is written to
 DIR/best_config.json, which `puffercore train --config` trains.
 
-Runs go to processes started with SIGINT ignored: Ctrl-C reaches the caller alone, which
-asks every run to stop at its next update (each saves its checkpoint) and waits for them;
-a second Ctrl-C ends them at once.
+Runs go to processes started with SIGINT ignored: Ctrl-C (or SIGTERM) reaches the caller,
+which asks every run to stop at its next update (each saves its checkpoint) and waits
+for them; a second Ctrl-C ends them at once.
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import statistics
-import sys
 import traceback
 from typing import Any, Callable, Iterator
 
-from puffercore import envs, ppo, run
+from puffercore import ppo, run
 from puffercore.ppo.config import SWEEP_TABLE, PPOConfig, read_config_file
 from puffercore.ppo.episodes import RECENT_EPISODES
 from puffercore.seeding import derive_seed
@@ -63,45 +63,42 @@ class Interrupted(Exception):
 
 def in_processes(function: Callable, runs: dict[str, tuple], concurrency: int) -> Iterator[tuple[str, Any]]:
     """`function(*arguments, stop)` for each name: arguments of `runs`, each in a process of
-    its own, at most `concurrency` at once; yields (name, result) as they end. `stop` (a
-    multiprocessing Event) is set on Ctrl-C: runs end at their next update, no new one
-    starts. A run that raised raises here, naming it: a ValueError or ImportError (input
-    the run refused) as a ValueError, anything else as a RuntimeError with its traceback."""
+    its own, at most `concurrency` at once; yields (name, result) as they end.
+    `stop.value` (shared memory, 0 until then) becomes the number of a SIGINT or SIGTERM
+    received here (`run.StopSignals`): runs end at their next update, no new one starts;
+    a second Ctrl-C ends them at once. A run
+    that raised raises here, naming it: a ValueError or ImportError (input the run
+    refused) as a ValueError, anything else as a RuntimeError with its traceback."""
     context = multiprocessing.get_context("spawn")
-    stop = context.Event()
+    stop = context.Value("i", 0)
     waiting = list(runs.items())
     running: dict[Any, tuple[str, Any]] = {}  # connection -> (name, process)
     try:
-        while waiting or running:
-            while waiting and len(running) < concurrency and not stop.is_set():
-                name, arguments = waiting.pop(0)
-                receiver, sender = context.Pipe(duplex=False)
-                process = context.Process(target=_child, args=(function, (*arguments, stop), sender), daemon=False)
-                with interrupts_ignored():
-                    process.start()
-                sender.close()
-                running[receiver] = (name, process)
-            if not running:
-                break
-            try:
-                ready = multiprocessing.connection.wait(list(running))
-            except KeyboardInterrupt:
-                if stop.is_set():
-                    raise  # the second Ctrl-C: the finally clause ends the runs
-                stop.set()
-                print("\nstopping: each run saves its checkpoint at its next update (Ctrl-C again to end them now)",
-                      file=sys.stderr, flush=True)
-                continue
-            for receiver in ready:
-                name, process = running.pop(receiver)
-                try:
-                    kind, value = receiver.recv()
-                except EOFError:
-                    kind, value = "error", f"its process died with exit code {process.exitcode}"
-                process.join()
-                if kind != "ok":  # a config or input the run refused: one line; anything else: its traceback
-                    raise (ValueError if kind == "refused" else RuntimeError)(f"{name} failed: {value}")
-                yield name, value
+        with run.StopSignals("update") as signals:
+            while waiting or running:
+                while waiting and len(running) < concurrency and not stop.value:
+                    name, arguments = waiting.pop(0)
+                    receiver, sender = context.Pipe(duplex=False)
+                    process = context.Process(target=_child, args=(function, (*arguments, stop), sender))
+                    with interrupts_ignored():  # Ctrl-C reaches the whole group: `stop` is how runs hear of it
+                        process.start()
+                    sender.close()
+                    running[receiver] = (name, process)
+                if not running:
+                    break
+                ready = multiprocessing.connection.wait(list(running), timeout=0.2)
+                if signals.signal is not None:
+                    stop.value = int(signals.signal)
+                for receiver in ready:
+                    name, process = running.pop(receiver)
+                    try:
+                        kind, value = receiver.recv()
+                    except EOFError:
+                        kind, value = "error", f"its process died with exit code {process.exitcode}"
+                    process.join()
+                    if kind != "ok":  # a config or input the run refused: one line; anything else: its traceback
+                        raise (ValueError if kind == "refused" else RuntimeError)(f"{name} failed: {value}")
+                    yield name, value
     finally:
         for _, process in running.values():
             process.terminate()
@@ -125,7 +122,7 @@ def _threads_per_run(config: PPOConfig, concurrency: int) -> int:
 # ---- seeds ---------------------------------------------------------------------------------
 def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None = None) -> list[dict]:
     """Train `config` on `env` once per seed, `jobs` runs at once (default: all), each in
-    RUN_DIR-seedS (RUN_DIR: the config's, else runs/ENV-TIME); returns per seed
+    the config's RUN_DIR-seedS, else in runs/ENV-SEED-TIME as any run; returns per seed
     {"seed", "run_dir", "recent_return", "summary", "interrupted"} in seed order and
     prints each run's summary line as it ends."""
     if not seeds or len(set(seeds)) != len(seeds):
@@ -133,9 +130,9 @@ def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None 
     jobs = len(seeds) if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
-    base_dir = config.run_dir or run.default_run_dir(envs.resolve(env).name)
-    configs = [dataclasses.replace(config, seed=seed, run_dir=f"{base_dir}-seed{seed}", quiet=True,
-                                   torch_threads=_threads_per_run(config, min(jobs, len(seeds)))) for seed in seeds]
+    threads = _threads_per_run(config, min(jobs, len(seeds)))
+    configs = [dataclasses.replace(config, seed=seed, run_dir=config.run_dir and f"{config.run_dir}-seed{seed}",
+                                   quiet=True, torch_threads=threads) for seed in seeds]
     for one in configs:
         one.validate()
     results = {}
@@ -146,11 +143,11 @@ def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None 
 
 
 def _train_one_seed(config: PPOConfig, env: Any, stop) -> dict:
-    trainer = ppo.train(config, env, until=lambda _: stop.is_set())
-    interrupted = trainer.update < trainer.num_updates
-    trainer.interrupted = interrupted  # the summary then says how to resume it
+    trainer = ppo.train(config, env, until=lambda _: bool(stop.value))
+    if trainer.interrupted is None and stop.value and trainer.update < trainer.num_updates:
+        trainer.interrupted = signal.Signals(stop.value)  # the caller's signal: the summary says how to resume
     return {"seed": config.seed, "run_dir": trainer.run_dir, "recent_return": trainer.recent_return(),
-            "summary": ppo.summary(trainer), "interrupted": interrupted}
+            "summary": ppo.summary(trainer), "interrupted": trainer.interrupted is not None}
 
 
 def seeds_summary(results: list[dict]) -> str:
@@ -342,7 +339,7 @@ def _sweep_job(shared: Study, job: int, trials: int, threads: int, stop) -> bool
     optuna = _optuna()
     study = shared.load(job)
     for _ in range(trials):
-        if stop.is_set():
+        if stop.value:
             return True
         trial = study.ask()
         params = {parameter.field: parameter.suggest(trial) for parameter in shared.space}
@@ -387,7 +384,7 @@ def _objective(trial, params: dict, shared: Study, threads: int, stop) -> float:
                 if trial.should_prune():
                     pruned.append(f"pruned at {trainer.global_step:,} steps, recent return {recent:.2f}")
                     return True
-        return stop.is_set()
+        return bool(stop.value)
 
     trainer = ppo.train(config, shared.env, until=report)
     if pruned:

@@ -27,10 +27,12 @@ def run_python():
 def interrupt_command():
     """`interrupt_command(arguments, cwd, ready)`: start `puffercore ARGUMENTS` in a
     process group of its own, as a terminal does, wait until `ready()` (at most 240 s),
-    then signal SIGINT to the whole group as Ctrl-C does (the command and its workers);
+    then signal SIGINT to the whole group as Ctrl-C does (the command and its workers),
+    or `number` to the command alone with `whole_group=False` (a scheduler's SIGTERM);
     returns the CompletedProcess once it ends (within 120 s, else it is killed)."""
 
-    def interrupt(arguments: list[str], cwd, ready) -> subprocess.CompletedProcess:
+    def interrupt(arguments: list[str], cwd, ready, number=signal.SIGINT,
+                  whole_group=True) -> subprocess.CompletedProcess:
         process = subprocess.Popen([sys.executable, "-P", "-m", "puffercore", *arguments], cwd=cwd,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                    start_new_session=True)
@@ -40,7 +42,7 @@ def interrupt_command():
                 assert time.monotonic() < deadline and process.poll() is None, process.communicate()
                 time.sleep(0.2)
             time.sleep(1.0)  # into the loop
-            os.killpg(process.pid, signal.SIGINT)
+            (os.killpg if whole_group else os.kill)(process.pid, number)
             out, err = process.communicate(timeout=120)
         finally:
             if process.poll() is None:

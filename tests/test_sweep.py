@@ -5,8 +5,9 @@ resumes, the best config written out), and Ctrl-C through all of them."""
 import fcntl
 import json
 import os
+import signal
 import sys
-import threading
+import types
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_a_trial_reports_its_learning_curve_and_a_poor_one_is_pruned(tmp_path):
     study = optuna.create_study(direction="maximize",
                                 pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=10_000))
     shared = Study("", "test", str(tmp_path), "cartpole", {**SHORT, "quiet": True}, (), "median", 0)
-    stop = threading.Event()
+    stop = types.SimpleNamespace(value=0)  # what in_processes shares: the number of the signal it received
     good = study.ask()
     value = _objective(good, {"learning_rate": 7e-3}, shared, 1, stop)
     study.tell(good, value)
@@ -87,7 +88,7 @@ def test_a_trial_reports_its_learning_curve_and_a_poor_one_is_pruned(tmp_path):
     poor = study.ask()
     with pytest.raises(optuna.TrialPruned, match="pruned at .* steps, recent return"):
         _objective(poor, {"learning_rate": 1e-7}, shared, 1, stop)  # learns nothing: below the median
-    stop.set()
+    stop.value = int(signal.SIGINT)
     with pytest.raises(Interrupted, match="interrupted at 1,024 steps"):
         _objective(study.ask(), {"learning_rate": 7e-3}, shared, 1, stop)
 
@@ -172,10 +173,13 @@ def test_ctrl_c_stops_a_sweep_which_resumes_with_the_interrupted_params(tmp_path
         assert os.path.isfile(trials / f"trial-{number}" / "checkpoint.pt")
 
 
-def test_ctrl_c_stops_seeds_which_save_and_say_how_to_resume(tmp_path, interrupt_command):
+@pytest.mark.parametrize("number, whole_group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
+                         ids=["ctrl-c", "sigterm-to-the-command"])
+def test_a_signal_stops_seeds_which_save_and_say_how_to_resume(tmp_path, interrupt_command, number, whole_group):
     done = interrupt_command(["train", "cartpole", "--seeds", "1", "2", "--total-timesteps", "5000000",
                               "--run-dir", "cp"], tmp_path,
-                             ready=lambda: all(os.path.isfile(tmp_path / f"cp-seed{n}" / "metrics.csv") for n in (1, 2)))
+                             ready=lambda: all(os.path.isfile(tmp_path / f"cp-seed{n}" / "metrics.csv") for n in (1, 2)),
+                             number=number, whole_group=whole_group)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
     for seed in (1, 2):
