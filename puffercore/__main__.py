@@ -61,7 +61,11 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if args.seeds:
             from puffercore.sweep import seeds_summary, train_seeds
 
-            print(seeds_summary(train_seeds(config, env, args.seeds, args.jobs)))
+            results = train_seeds(config, env, args.seeds, args.jobs)
+            print(seeds_summary(results))
+            stopped = max(result["interrupted"] for result in results)
+            if stopped:
+                sys.exit(128 + stopped)  # as for one run a signal ended
             return
         trainer = ppo.train(config, env)
     if trainer.group.is_main:  # under torchrun, one line for the job
@@ -86,6 +90,8 @@ def _sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         print(f"best: trial {result['trial']}, return {result['value']:.2f} ({params}), run {result['run_dir']}\n"
               f"best config: {result['config_path']}  (train it: puffercore train --config {result['config_path']})")
     print(f"dashboard: optuna-dashboard {result['storage']}")
+    if result["interrupted"]:
+        sys.exit(128 + result["interrupted"])  # as for one run a signal ended
 
 
 def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

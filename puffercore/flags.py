@@ -35,7 +35,9 @@ def field_types(config_class: type) -> dict[str, type]:
     return types
 
 
-def _is(value, kind: type) -> bool:
+def is_value_of(value, kind: type) -> bool:
+    """Whether `value` may be the value of a field annotated `kind` (before check_fields
+    converts it: an int for a float field, a NumPy number for a Python one)."""
     if kind is bool:
         return isinstance(value, bool)  # 0 and 1 are not flags' values
     if kind is int:
@@ -52,7 +54,7 @@ def check_fields(config) -> None:
     the first bad field and what it expected."""
     for name, kind in field_types(type(config)).items():
         value = getattr(config, name)
-        if not _is(value, kind):
+        if not is_value_of(value, kind):
             raise ValueError(f"{name} must be {EXPECTED[kind]}, got {value!r}")
         if kind is float and not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -125,8 +127,9 @@ def field_docs(config_class: type) -> str:
     the one source of `--help` and of `help(config_class)`. Indented as a class
     docstring's body (four spaces), so that help() dedents it with the rest."""
     lines = ["", "", "    Fields (each a command-line flag; see the command's --help):", ""]
+    kinds = field_types(config_class)
     for field in dataclasses.fields(config_class):
         choices = field.metadata.get("choices")
-        lines.append(f"    {field.name}: {type(field.default).__name__} = {field.default!r}")
+        lines.append(f"    {field.name}: {kinds[field.name].__name__} = {field.default!r}")
         lines.append(f"        {field.metadata['help']}" + (f" (one of {', '.join(map(str, choices))})" if choices else ""))
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from puffercore.checks import check_int
 from puffercore.logger import CSV_NAME, STEP_COLUMN, read_csv
 from puffercore.ppo.episodes import RECENT_EPISODES
 
@@ -127,8 +128,7 @@ def plot(runs: Sequence[str], output: str | None = None, metric: str = "episode_
         raise ValueError("give at least one run directory")
     if x not in X_AXES:
         raise ValueError(f"x must be one of {list(X_AXES)}, got {x!r}")
-    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
-        raise ValueError(f"smooth must be a positive int (points per trailing mean; 1: none), got {smooth!r}")
+    check_int(smooth, "smooth", 1)  # points per trailing mean; 1: none
     if output is None:
         output = os.path.join(runs[0], DEFAULT_NAME) if len(runs) == 1 else DEFAULT_NAME
     output = os.fspath(output)

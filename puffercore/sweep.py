@@ -46,6 +46,8 @@ import traceback
 from typing import Any, Callable, Iterator
 
 from puffercore import ppo, run
+from puffercore.checks import check_int
+from puffercore.flags import field_types, is_value_of
 from puffercore.ppo.config import SWEEP_TABLE, PPOConfig, read_config_file
 from puffercore.ppo.episodes import RECENT_EPISODES
 from puffercore.seeding import derive_seed
@@ -58,7 +60,11 @@ BEST_CONFIG = "best_config.json"
 
 # ---- runs in processes -------------------------------------------------------------------
 class Interrupted(Exception):
-    """A run asked to stop by Ctrl-C (its checkpoint saved)."""
+    """A run a signal stopped early (its checkpoint saved); `number` is the signal's."""
+
+    def __init__(self, message: str, number: int):
+        super().__init__(message)
+        self.number = number
 
 
 def in_processes(function: Callable, runs: dict[str, tuple], concurrency: int) -> Iterator[tuple[str, Any]]:
@@ -123,13 +129,12 @@ def _threads_per_run(config: PPOConfig, concurrency: int) -> int:
 def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None = None) -> list[dict]:
     """Train `config` on `env` once per seed, `jobs` runs at once (default: all), each in
     the config's RUN_DIR-seedS, else in runs/ENV-SEED-TIME as any run; returns per seed
-    {"seed", "run_dir", "recent_return", "summary", "interrupted"} in seed order and
+    {"seed", "run_dir", "recent_return", "summary", "interrupted" (the number of the
+    signal that stopped it early, else 0)} in seed order and
     prints each run's summary line as it ends."""
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, at least one, got {seeds}")
-    jobs = len(seeds) if jobs is None else jobs
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    jobs = len(seeds) if jobs is None else check_int(jobs, "jobs", 1)
     threads = _threads_per_run(config, min(jobs, len(seeds)))
     configs = [dataclasses.replace(config, seed=seed, run_dir=config.run_dir and f"{config.run_dir}-seed{seed}",
                                    quiet=True, torch_threads=threads) for seed in seeds]
@@ -147,7 +152,7 @@ def _train_one_seed(config: PPOConfig, env: Any, stop) -> dict:
     if trainer.interrupted is None and stop.value and trainer.update < trainer.num_updates:
         trainer.interrupted = signal.Signals(stop.value)  # the caller's signal: the summary says how to resume
     return {"seed": config.seed, "run_dir": trainer.run_dir, "recent_return": trainer.recent_return(),
-            "summary": ppo.summary(trainer), "interrupted": trainer.interrupted is not None}
+            "summary": ppo.summary(trainer), "interrupted": int(trainer.interrupted or 0)}
 
 
 def seeds_summary(results: list[dict]) -> str:
@@ -157,7 +162,7 @@ def seeds_summary(results: list[dict]) -> str:
     if not returns:
         return f"seeds {seeds}: no run ended {RECENT_EPISODES} episodes, so none has a final return"
     spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
-    stopped = sum(result["interrupted"] for result in results)
+    stopped = sum(bool(result["interrupted"]) for result in results)
     return (f"seeds {seeds}: final return (mean of each run's last {RECENT_EPISODES} episodes) "
             f"{statistics.mean(returns):.2f} "
             f"+- {spread:.2f} (std over {len(returns)} seeds), min {min(returns):.2f}, max {max(returns):.2f}"
@@ -198,16 +203,16 @@ def search_space(table: dict[str, Any]) -> list[Parameter]:
     """The Parameters of a [sweep] table; ValueError naming the entry that is wrong."""
     if not isinstance(table, dict) or not table:
         raise ValueError(f"the [{SWEEP_TABLE}] table must map fields to ranges or lists, got {table!r}")
-    fields = {field.name: field for field in dataclasses.fields(PPOConfig)}
+    fields, kinds = {field.name: field for field in dataclasses.fields(PPOConfig)}, field_types(PPOConfig)
     space = []
     for key, value in table.items():
         group, _, name = key.rpartition(".")
         field = fields.get(name.replace("-", "_"))
         if field is None or group not in ({""} if field.metadata["group"] == "run" else {"", field.metadata["group"]}):
             raise ValueError(f"[{SWEEP_TABLE}] {key!r} is not a PPOConfig flag (e.g. \"train.learning_rate\")")
-        kind = type(field.default)
+        kind = kinds[field.name]
         if isinstance(value, list):
-            if not value or not all(_fits(choice, kind) for choice in value):
+            if not value or not all(is_value_of(choice, kind) for choice in value):
                 raise ValueError(f"[{SWEEP_TABLE}] {key}: a list of choices must hold {kind.__name__}s, got {value!r}")
             space.append(Parameter(field.name, choices=tuple(value)))
             continue
@@ -215,7 +220,7 @@ def search_space(table: dict[str, Any]) -> list[Parameter]:
             raise ValueError(f"[{SWEEP_TABLE}] {key}: expected {{low = ..., high = ...}} (and log, step) or a list of "
                              f"choices, got {value!r}")
         low, high, log, step = value["low"], value["high"], value.get("log", False), value.get("step")
-        if kind not in (int, float) or not all(_fits(number, kind) for number in (low, high, step or 1)):
+        if kind not in (int, float) or not all(is_value_of(number, kind) for number in (low, high, step or 1)):
             raise ValueError(f"[{SWEEP_TABLE}] {key}: a range needs bounds of the field's type ({kind.__name__}), got "
                              f"{value!r}" + ("" if kind in (int, float) else "; give a list of choices"))
         if not low < high or (log and low <= 0) or (step is not None and not step > 0) or not isinstance(log, bool):
@@ -223,13 +228,6 @@ def search_space(table: dict[str, Any]) -> list[Parameter]:
                              f"and log true or false, got {value!r}")
         space.append(Parameter(field.name, integer=kind is int, low=low, high=high, log=log, step=step))
     return space
-
-
-def _fits(value: Any, kind: type) -> bool:
-    """Whether `value` can be a value of a field of type `kind` (an int for a float field too)."""
-    if isinstance(value, bool):
-        return kind is bool
-    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,12 +261,12 @@ def sweep(path: str, trials: int, jobs: int = 1, directory: str | None = None, p
     """Search the [sweep] space of the config file at `path` until the study in
     DIRECTORY/study.db (default sweeps/<file name>) has `trials` finished trials, `jobs`
     processes at once; writes DIRECTORY/best_config.json and returns {"storage",
-    "finished", "pruned", "interrupted", "trial"} and, when a trial completed, the best
+    "finished", "pruned", "interrupted" (the number of the signal that stopped it, else
+    0), "trial"} and, when a trial completed, the best
     one's {"value", "params", "config_path", "run_dir"} ("trial" None when none did)."""
     _optuna()  # first of all, naming the extra when Optuna is missing
-    for name, value in (("trials", trials), ("jobs", jobs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_int(trials, "trials", 1)
+    check_int(jobs, "jobs", 1)
     if pruner not in ("median", "none"):
         raise ValueError(f"pruner must be 'median' or 'none', got {pruner!r}")
     values = read_config_file(path)
@@ -316,14 +314,14 @@ def _sweep_in(shared: Study, path: str, trials: int, jobs: int) -> dict:
         # left running by a sweep that was killed: failed, and its params queued to run again
         study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(stale.params)
-    remaining, interrupted = trials - _finished(study), False
+    remaining, interrupted = trials - _finished(study), 0
     if remaining > 0:
         concurrency = min(jobs, remaining)
         shares = [remaining // concurrency + (job < remaining % concurrency) for job in range(concurrency)]
         threads = _threads_per_run(PPOConfig.for_env(shared.env, **shared.base), concurrency)
         jobs_ended = in_processes(_sweep_job, {f"sweep job {job}": (shared, job, share, threads)
                                                for job, share in enumerate(shares)}, concurrency)
-        interrupted = any([stopped for _, stopped in jobs_ended])  # a list: wait for every job
+        interrupted = max([stopped for _, stopped in jobs_ended])  # a list: wait for every job
     return {**_write_best(shared, study), "interrupted": interrupted}
 
 
@@ -333,14 +331,14 @@ def _finished(study) -> int:
                                                         optuna.trial.TrialState.PRUNED)))
 
 
-def _sweep_job(shared: Study, job: int, trials: int, threads: int, stop) -> bool:
-    """Run `trials` trials (ask, train, tell), printing a line for each; True when `stop`
-    ended them early."""
+def _sweep_job(shared: Study, job: int, trials: int, threads: int, stop) -> int:
+    """Run `trials` trials (ask, train, tell), printing a line for each; the number of
+    the signal that ended them early (`stop.value`), else 0."""
     optuna = _optuna()
     study = shared.load(job)
     for _ in range(trials):
         if stop.value:
-            return True
+            return stop.value
         trial = study.ask()
         params = {parameter.field: parameter.suggest(trial) for parameter in shared.space}
         described = ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
@@ -354,7 +352,7 @@ def _sweep_job(shared: Study, job: int, trials: int, threads: int, stop) -> bool
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             study.enqueue_trial(params)  # the same params again, first, when the sweep resumes
             print(f"trial {trial.number}: {interrupted} ({described})", flush=True)
-            return True
+            return interrupted.number
         except ValueError as error:  # a combination the config refuses, or a run too short to tell
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             print(f"trial {trial.number} failed: {error} ({described})", flush=True)
@@ -362,7 +360,7 @@ def _sweep_job(shared: Study, job: int, trials: int, threads: int, stop) -> bool
             study.tell(trial, value)
             print(f"trial {trial.number}: return {value:.2f} ({described}); best so far: trial "
                   f"{study.best_trial.number}, {study.best_value:.2f}", flush=True)
-    return False
+    return 0
 
 
 def _objective(trial, params: dict, shared: Study, threads: int, stop) -> float:
@@ -390,7 +388,8 @@ def _objective(trial, params: dict, shared: Study, threads: int, stop) -> float:
     if pruned:
         raise optuna.TrialPruned(pruned[0])
     if trainer.update < trainer.num_updates:
-        raise Interrupted(f"interrupted at {trainer.global_step:,} steps; its params run again on resume")
+        raise Interrupted(f"interrupted at {trainer.global_step:,} steps; its params run again on resume",
+                          int(trainer.interrupted or stop.value))  # a signal to this process, or the caller's
     value = trainer.recent_return()
     if value is None or not math.isfinite(value):
         raise ValueError(f"no recent return after {trainer.global_step:,} steps (fewer than {RECENT_EPISODES} "

@@ -389,7 +389,8 @@ def test_a_numba_env_with_a_picture_records_eval_video(tmp_path, monkeypatch, ca
     main(["train", "lit_corridor:Corridor", "--total-timesteps", "512", "--vec.num-envs", "8", "--train.horizon",
           "16", "--train.minibatch-size", "64", "--quiet", "--tensorboard", "false", "--run-dir", str(tmp_path / "run")])
     video = str(tmp_path / "corridor.mp4")
-    main(["eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "2", "--max-steps", "40", "--video", video])
+    main(["eval", "lit_corridor:Corridor", "--checkpoint", str(tmp_path / "run"), "--episodes", "2", "--max-steps",
+          "40", "--video", video])
     assert f"video: {video}" in capsys.readouterr().out
     with imageio.get_reader(video, format="FFMPEG") as reader:
         assert reader.get_meta_data()["fps"] == 10

@@ -89,4 +89,4 @@ def test_cli_plots_many_runs_and_names_the_columns_of_a_wrong_metric(runs, tmp_p
     assert "output must end in one of .png, .pdf, .svg" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["plot", *slow, "--smooth", "0"])
-    assert "smooth must be a positive int" in capsys.readouterr().err
+    assert "smooth must be an int >= 1" in capsys.readouterr().err

@@ -160,7 +160,7 @@ def test_ctrl_c_stops_a_sweep_which_resumes_with_the_interrupted_params(tmp_path
     trials = tmp_path / "sweeps" / "long"
     done = interrupt_command(["sweep", "long.toml", "--trials", "2", "--jobs", "2"], tmp_path,
                              ready=lambda: all(os.path.isfile(trials / f"trial-{n}" / "metrics.csv") for n in (0, 1)))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 128 + signal.SIGINT, done.stderr  # the shell's convention, as for one run
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
     assert "0 of 2 trials finished (0 pruned); interrupted: `puffercore sweep long.toml --trials 2` resumes" \
         in done.stdout
@@ -180,8 +180,9 @@ def test_a_signal_stops_seeds_which_save_and_say_how_to_resume(tmp_path, interru
                               "--run-dir", "cp"], tmp_path,
                              ready=lambda: all(os.path.isfile(tmp_path / f"cp-seed{n}" / "metrics.csv") for n in (1, 2)),
                              number=number, whole_group=whole_group)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 128 + number, done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
     for seed in (1, 2):
+        assert f"seed {seed}: interrupted by {signal.Signals(number).name}" in done.stdout
         assert f"(checkpoint saved: puffercore train --resume cp-seed{seed})" in done.stdout
     assert "2 interrupted before the end" in done.stdout

@@ -30,14 +30,13 @@ def test_a_run_on_a_vector_env_is_named_after_its_env_and_eval_says_how_to_pass_
     trainer = ppo.train(PPOConfig(**SMALL), vec)
     vec.close()
     assert os.path.basename(trainer.run_dir).startswith("cartpole-"), trainer.run_dir
-    with pytest.raises(ValueError) as error:
-        ppo.evaluate(trainer.run_dir, episodes=1)
-    message = str(error.value)
-    assert f"ppo.evaluate({trainer.run_dir!r}, env=MyEnv)" in message
-    assert f"puffercore eval my_module:MyEnv --checkpoint {trainer.run_dir}" in message
+    for call in (lambda: ppo.evaluate(trainer.run_dir, episodes=1), lambda: ppo.train(None, resume=trainer.run_dir)):
+        with pytest.raises(ValueError) as error:
+            call()
+        for how in ("ppo.evaluate(RUN, env=MyEnv)", "puffercore eval my_module:MyEnv --checkpoint RUN",
+                    "ppo.train(resume=RUN, env=MyEnv)", "puffercore train my_module:MyEnv --resume RUN"):
+            assert how in str(error.value)
     assert len(ppo.evaluate(trainer.run_dir, episodes=1, env=CartPole)) == 1
-    with pytest.raises(ValueError, match=re.escape(f"ppo.train(config, env=MyEnv, resume={trainer.run_dir!r})")):
-        ppo.train(None, resume=trainer.run_dir)
 
 
 def test_python_envs_in_a_vector_name_the_run_by_their_gymnasium_id(tmp_path, monkeypatch):
@@ -146,7 +145,7 @@ def test_ctrl_c_during_training_with_worker_processes_prints_no_traceback(tmp_pa
     done = interrupt_command(["train", "CartPole-v1", "--vec.backend", "processes", "--vec.num-workers", "2", "--quiet",
                               "--tensorboard", "false", "--run-dir", "run"], tmp_path,
                              ready=lambda: os.path.isfile(tmp_path / "run" / "metrics.csv"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 130, done.stderr  # 128 + SIGINT: the shell's convention for a run a signal ended
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
     assert "interrupted:" in done.stdout and "checkpoint saved: puffercore train --resume run" in done.stdout
 
