@@ -130,8 +130,8 @@ def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None 
     """Train `config` on `env` once per seed, `jobs` runs at once (default: all), each in
     the config's RUN_DIR-seedS, else in runs/ENV-SEED-TIME as any run; returns per seed
     {"seed", "run_dir", "recent_return", "summary", "interrupted" (the number of the
-    signal that stopped it early, else 0)} in seed order and
-    prints each run's summary line as it ends."""
+    signal that stopped it early, else 0)} in seed order, and prints each run's summary
+    line as it ends."""
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, at least one, got {seeds}")
     jobs = len(seeds) if jobs is None else check_int(jobs, "jobs", 1)
@@ -164,8 +164,8 @@ def seeds_summary(results: list[dict]) -> str:
     spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
     stopped = sum(bool(result["interrupted"]) for result in results)
     return (f"seeds {seeds}: final return (mean of each run's last {RECENT_EPISODES} episodes) "
-            f"{statistics.mean(returns):.2f} "
-            f"+- {spread:.2f} (std over {len(returns)} seeds), min {min(returns):.2f}, max {max(returns):.2f}"
+            f"{statistics.mean(returns):.2f} +- {spread:.2f} (std over {len(returns)} seeds), "
+            f"min {min(returns):.2f}, max {max(returns):.2f}"
             + (f"; {stopped} interrupted before the end" if stopped else ""))
 
 

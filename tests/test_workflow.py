@@ -147,7 +147,7 @@ def test_ctrl_c_during_training_with_worker_processes_prints_no_traceback(tmp_pa
                              ready=lambda: os.path.isfile(tmp_path / "run" / "metrics.csv"))
     assert done.returncode == 130, done.stderr  # 128 + SIGINT: the shell's convention for a run a signal ended
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
-    assert "interrupted:" in done.stdout and "checkpoint saved: puffercore train --resume run" in done.stdout
+    assert "interrupted by SIGINT:" in done.stdout and "checkpoint saved: puffercore train --resume run" in done.stdout
 
 
 def test_ctrl_c_before_training_starts_is_one_line(monkeypatch, capsys):
