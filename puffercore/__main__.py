@@ -194,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
         "continue the run in RUN_DIR from its checkpoint; flags may change only "
         + ", ".join(ppo.RESUMABLE_FIELDS)))
     add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
-                        prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".")
+                        prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".",
+                        aliases={"compile": ("--compile",)})
     train.set_defaults(handler=_train, command_parser=train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
