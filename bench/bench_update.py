@@ -1,27 +1,43 @@
-"""One PPO minibatch update on CPU, puffercore's way against CleanRL's, side by side in
-alternating rounds, for the two policies whose updates dominate training time:
+"""PPO updates on CPU, side by side in alternating rounds, medians and ratios printed.
 
-- atari: the Nature CNN on uint8 [256, 4, 84, 84] frames (the Atari preset's minibatch).
-  puffercore keeps filters and inputs channels-last; CleanRL's ppo_atari runs PyTorch's
-  default layout.
-- mujoco: the 64 x 64 tanh actor and critic on 17 observations and 6 actions
-  (HalfCheetah) in minibatches of 64 (the MuJoCo preset's).
+Default: the trainer's whole update (`Trainer.learn()` on one collected rollout: every
+epoch's minibatches, loss, backward, clipping, fused Adam) with the loss eager against
+compiled (`--compile false` / `true`), for the presets whose updates bound training:
 
-Both sides start from the same weights. puffercore steps its optimizer as the trainer
-builds it (`ppo.make_optimizer`: Adam, fused); CleanRL's is torch's default Adam, which
-on CPU updates the parameters tensor by tensor.
+- cartpole: the CartPole preset (32-wide tanh MLPs, minibatches of 2048).
+- snake: the Snake preset (128-wide MLPs on 121 uint8 cells, minibatches of 8192).
+- mujoco: the MuJoCo preset (64 x 64 tanh actor and critic, minibatches of 64) on a
+  stand-in env with HalfCheetah's spaces (17 floats, 6 Box actions).
+- atari: the Atari preset (the Nature CNN on uint8 [4, 84, 84] frames, minibatches of
+  256) on a stand-in env with Atari's spaces.
 
-    python bench/bench_update.py                       # both policies, 3 rounds of 5 s each
-    python bench/bench_update.py --policies atari --batch 1024 --rounds 5
+An update's cost does not depend on what the env computes, so the stand-ins change
+nothing but the time to collect. The compiled side compiles before timing (its compile
+time is printed; Inductor caches it for the next run).
 
-A round times forward, backward and the optimizer step, on `--threads` torch threads
-(default: torch's default, every core).
+`--cleanrl`: one minibatch step (forward, a stand-in loss, backward, optimizer), puffercore's
+way against CleanRL's, for the Nature CNN (puffercore keeps filters and inputs
+channels-last; CleanRL's ppo_atari runs PyTorch's default layout) and the MuJoCo MLP;
+puffercore steps fused Adam (`ppo.make_optimizer`), CleanRL torch's default Adam, which
+on CPU updates the parameters tensor by tensor. Both sides start from the same weights.
+
+    python bench/bench_update.py                                   # 4 presets, 3 rounds of ~3 s a side
+    python bench/bench_update.py --presets mujoco atari --rounds 5
+    python bench/bench_update.py --cleanrl                         # atari and mujoco, 3 rounds of 5 s
+    python bench/bench_update.py --cleanrl --policies atari --batch 1024 --threads 1
+
+Trainer updates run on the torch threads the trainer picks (`torch_threads` 0: the
+cores its env workers leave); `--threads` sets them (and CleanRL rows' threads, default
+torch's default, every core).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import statistics
+import tempfile
 import time
 
 import gymnasium
@@ -29,9 +45,94 @@ import numpy as np
 import torch
 
 from puffercore.models import Policy
-from puffercore.ppo import make_optimizer
+from puffercore.ppo import PPOConfig, Trainer, make_optimizer
+from puffercore.ppo.config import ATARI_PRESET, MUJOCO_PRESET
 
 LEARNING_RATE = 2.5e-4
+
+
+class StandInEnv(gymnasium.Env):
+    """Random observations of the given spaces; 1000-step episodes."""
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space, self.action_space = observation_space, action_space
+        self.steps = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.steps += 1
+        return self.observation_space.sample(), 1.0, False, self.steps >= 1000, {}
+
+
+def mujoco_env():
+    return StandInEnv(gymnasium.spaces.Box(-np.inf, np.inf, (17,), np.float32),
+                      gymnasium.spaces.Box(-1, 1, (6,), np.float32))
+
+
+def atari_env():
+    return StandInEnv(gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8), gymnasium.spaces.Discrete(4))
+
+
+# name: (env, config); Atari's stand-in steps in this process (serial backend).
+PRESETS = {
+    "cartpole": ("cartpole", PPOConfig.for_env("cartpole")),
+    "snake": ("snake", PPOConfig.for_env("snake")),
+    "mujoco": (mujoco_env, PPOConfig(**MUJOCO_PRESET)),
+    "atari": (atari_env, PPOConfig(**{**ATARI_PRESET, "backend": "serial"})),
+}
+
+
+def preset_trainer(name: str, compile_setting: str, threads: int = 0) -> Trainer:
+    """A trainer of preset `name` holding one collected rollout, compiled (when asked)
+    and warmed up by one update."""
+    env, config = PRESETS[name]
+    config = dataclasses.replace(config, compile=compile_setting, torch_threads=threads, quiet=True,
+                                 tensorboard=False, run_dir=tempfile.mkdtemp(prefix="bench-update-"))
+    trainer = Trainer(env, config)
+    trainer.reset_envs()
+    trainer.collect()
+    trainer.learn()
+    return trainer
+
+
+def timed_learn(trainer: Trainer, seconds: float) -> tuple[float, float]:
+    """Milliseconds per update, wall-clock and CPU time of this process: `learn()` again
+    on the same rollout until `seconds` pass. On a machine shared with other jobs the CPU
+    time is the steadier measure of the work (with one torch thread: wall time minus
+    the time the process waited for a core)."""
+    count, start, cpu_start = 0, time.perf_counter(), time.process_time()
+    while count == 0 or time.perf_counter() - start < seconds:
+        trainer.learn()
+        count += 1
+    return (time.perf_counter() - start) / count * 1e3, (time.process_time() - cpu_start) / count * 1e3
+
+
+def compare_compiled(names: list[str], rounds: int, seconds: float, threads: int) -> None:
+    for name in names:
+        trainers = {setting: preset_trainer(name, setting, threads) for setting in ("false", "true")}
+        try:
+            results = {setting: [] for setting in trainers}
+            for _ in range(rounds):
+                for setting, trainer in trainers.items():
+                    results[setting].append(timed_learn(trainer, seconds))
+            (eager, eager_cpu), (compiled, compiled_cpu) = (
+                [statistics.median(times) for times in zip(*results[setting])] for setting in ("false", "true"))
+            minibatches = trainers["false"].losses["loss/minibatches"]
+            compile_seconds = trainers["true"].update_step.compile_seconds
+            print(f"{name}: one update ({minibatches:g} minibatches of {trainers['false'].config.minibatch_size}), "
+                  f"{torch.get_num_threads()} torch threads, median of {rounds} rounds; load average "
+                  f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            print(f"  eager      {eager:9.2f} ms, {eager_cpu:9.2f} ms CPU ({eager_cpu / minibatches:.3f} per minibatch)")
+            print(f"  compiled   {compiled:9.2f} ms, {compiled_cpu:9.2f} ms CPU ({compiled_cpu / minibatches:.3f} per "
+                  f"minibatch; compiled in {compile_seconds:.1f} s)")
+            print(f"  eager / compiled: {eager / compiled:.2f}x wall, {eager_cpu / compiled_cpu:.2f}x CPU", flush=True)
+        finally:
+            for trainer in trainers.values():
+                trainer.close()
 
 
 def timed_updates(model: torch.nn.Module, optimizer: torch.optim.Optimizer, observations: torch.Tensor,
@@ -78,35 +179,45 @@ def mujoco_pair(batch: int):
 POLICIES = {"atari": (atari_pair, 256), "mujoco": (mujoco_pair, 64)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES))
-    parser.add_argument("--batch", type=int, default=0, help="minibatch size (default: the preset's)")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's default)")
-    args = parser.parse_args()
-    if args.batch < 0 or args.seconds <= 0 or args.rounds < 1 or args.threads < 0:
-        parser.error("--batch must be >= 0, --seconds > 0, --rounds >= 1, --threads >= 0")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    for name in args.policies:
+def compare_cleanrl(names: list[str], batch: int, rounds: int, seconds: float) -> None:
+    for name in names:
         make_pair, preset_batch = POLICIES[name]
         torch.manual_seed(0)
-        ours, theirs, observations = make_pair(args.batch or preset_batch)
+        ours, theirs, observations = make_pair(batch or preset_batch)
         optimizers = (make_optimizer(ours, LEARNING_RATE, torch.device("cpu")),
                       torch.optim.Adam(theirs.parameters(), lr=LEARNING_RATE, eps=1e-5))
         results = {"puffercore": [], "CleanRL's way": []}
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for side, model, optimizer in zip(results, (ours, theirs), optimizers):
-                results[side].append(timed_updates(model, optimizer, observations, args.seconds))
+                results[side].append(timed_updates(model, optimizer, observations, seconds))
         median = {side: statistics.median(values) for side, values in results.items()}
         print(f"{name}: one update, minibatch {len(observations)}, {torch.get_num_threads()} torch threads, "
-              f"median of {args.rounds} rounds")
+              f"median of {rounds} rounds")
         for side, value in median.items():
             print(f"  {side:14s} {value:8.2f} ms")
         ours_ms, theirs_ms = median.values()
         print(f"  CleanRL's way / puffercore: {theirs_ms / ours_ms:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), default=list(PRESETS))
+    parser.add_argument("--cleanrl", action="store_true", help="puffercore's minibatch step against CleanRL's")
+    parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES),
+                        help="with --cleanrl")
+    parser.add_argument("--batch", type=int, default=0, help="with --cleanrl: minibatch size (default: the preset's)")
+    parser.add_argument("--seconds", type=float, default=0.0, help="per side and round (default 3, --cleanrl 5)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: see above)")
+    args = parser.parse_args()
+    if args.batch < 0 or args.seconds < 0 or args.rounds < 1 or args.threads < 0:
+        parser.error("--batch must be >= 0, --seconds >= 0, --rounds >= 1, --threads >= 0")
+    if args.cleanrl:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        compare_cleanrl(args.policies, args.batch, args.rounds, args.seconds or 5.0)
+    else:
+        compare_compiled(args.presets, args.rounds, args.seconds or 3.0, args.threads)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python bench/compare_training.py              # both, one after the other
     python bench/compare_training.py --only puffercore --seed 3
+    python bench/compare_training.py --compile-rounds 3   # puffercore eager vs compiled, alternating
 
 Each side runs in its own subprocess (clean torch thread settings and imports) and
 stops when the mean return of its last 20 finished episodes reaches 475 (gymnasium's
@@ -18,6 +19,10 @@ batch 256, 20 epochs, gamma 0.98, GAE 0.8, lr and clip linearly decayed from 1e-
 uses every core by default, which on a small machine shared with other jobs makes its
 threads thrash (SB3 measured 11 s here when the machine was quiet, 110-120 s under load);
 `--sb3-torch-threads 1` runs it the way puffercore runs torch for a small MLP.
+
+`--compile-rounds N`: the end-to-end row of the compiled update (`--compile`): the
+puffercore side with its loss eager and compiled, in N alternating rounds, medians of
+time to solve (the compile included: a user waits for it) and steps per second.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -33,28 +39,34 @@ SOLVED = 475.0
 WINDOW = 20
 
 
-def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0) -> dict:
+def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0, compile_setting: str = "") -> dict:
     from puffercore.ppo import PPOConfig, train
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     solved: dict = {}
 
     def until(trainer) -> bool:
         recent = trainer.recent_return()
         if recent is not None and recent >= SOLVED:
-            solved.update(seconds=time.perf_counter() - start, steps=trainer.global_step)
+            solved.update(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start,
+                          steps=trainer.global_step)
             return True
         return False
 
     config = PPOConfig.for_env("cartpole", seed=seed, total_timesteps=max_steps, quiet=True, tensorboard=False,
-                               torch_threads=torch_threads,
-                               checkpoint_interval=0, run_dir=os.path.join("runs", f"bench-cartpole-{seed}"))
+                               torch_threads=torch_threads, checkpoint_interval=0,
+                               run_dir=os.path.join("runs", f"bench-cartpole-{seed}"))
+    if compile_setting:
+        config.compile = compile_setting
     trainer = train(config, "cartpole", until=until)
     seconds = time.perf_counter() - start
-    return {"solved_seconds": solved.get("seconds"), "solved_steps": solved.get("steps"),
-            "steps": trainer.global_step, "seconds": seconds, "sps": trainer.global_step / seconds,
-            "final_return": trainer.recent_return(), "config": f"{config.num_envs} envs x {config.horizon} steps, "
-            f"minibatch {config.minibatch_size}, {config.update_epochs} epochs, backend {config.backend}"}
+    # CPU seconds of this process: on a machine shared with other jobs, the steadier
+    # measure of the work (its torch and env threads run on cores it does not wait for).
+    return {"solved_seconds": solved.get("seconds"), "solved_cpu_seconds": solved.get("cpu_seconds"),
+            "solved_steps": solved.get("steps"), "steps": trainer.global_step, "seconds": seconds,
+            "sps": trainer.global_step / seconds, "final_return": trainer.recent_return(), "config": f"{config.num_envs} envs x {config.horizon} steps, "
+            f"minibatch {config.minibatch_size}, {config.update_epochs} epochs, backend {config.backend}, "
+            f"compile {config.compile}"}
 
 
 def run_sb3(seed: int, max_steps: int, torch_threads: int = 0) -> dict:
@@ -95,11 +107,36 @@ def run_sb3(seed: int, max_steps: int, torch_threads: int = 0) -> dict:
 RUNNERS = {"puffercore": run_puffercore, "sb3": run_sb3}
 
 
-def _in_subprocess(name: str, seed: int, max_steps: int, torch_threads: int) -> dict:
+def _in_subprocess(name: str, seed: int, max_steps: int, torch_threads: int, compile_setting: str = "") -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--only", name, "--seed", str(seed),
                "--max-steps", str(max_steps), "--torch-threads", str(torch_threads), "--json"]
+    if compile_setting:
+        command += ["--compile", compile_setting]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def compare_compiled(seed: int, max_steps: int, rounds: int) -> None:
+    """puffercore's CartPole preset with the loss eager and compiled, alternating."""
+    print(f"puffercore CartPole preset, seed {seed}, eager vs compiled loss, {rounds} alternating rounds "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    runs: dict[str, list[dict]] = {"false": [], "true": []}
+    for _ in range(rounds):
+        for setting in runs:
+            runs[setting].append(_in_subprocess("puffercore", seed, max_steps, 0, setting))
+    medians = {}
+    for setting, results in runs.items():
+        solved = [result["solved_seconds"] for result in results if result["solved_seconds"]]
+        medians[setting] = (statistics.median(solved) if solved else None,
+                            statistics.median(result["sps"] for result in results))
+        cpu = [result["solved_cpu_seconds"] for result in results if result["solved_cpu_seconds"]]
+        print(f"  compile {setting:5s}: solved in {_format(medians[setting][0], '.2f')} s, "
+              f"{_format(statistics.median(cpu) if cpu else None, '.2f')} s CPU (medians of {len(solved)} solved), "
+              f"{medians[setting][1]:,.0f} steps/s end to end")
+    (eager_solve, eager_sps), (compiled_solve, compiled_sps) = medians["false"], medians["true"]
+    if eager_solve and compiled_solve:
+        print(f"  eager / compiled: time to solve {eager_solve / compiled_solve:.2f}x, "
+              f"steps per second {compiled_sps / eager_sps:.2f}x")
 
 
 def _format(value, pattern: str) -> str:
@@ -114,13 +151,21 @@ def main() -> None:
     parser.add_argument("--sb3-torch-threads", type=int, default=0,
                         help="torch threads for SB3 (default 0: torch's default, every core)")
     parser.add_argument("--torch-threads", type=int, default=0, help=argparse.SUPPRESS)  # for --only
+    parser.add_argument("--compile", choices=("auto", "true", "false"), default="",
+                        help="puffercore's train.compile (default: the preset's)")
+    parser.add_argument("--compile-rounds", type=int, default=0,
+                        help="puffercore eager vs compiled in this many alternating rounds, instead of SB3")
     parser.add_argument("--json", action="store_true", help="print one JSON line (with --only)")
     args = parser.parse_args()
     caps = {"puffercore": args.max_steps or 500_000, "sb3": args.max_steps or 300_000}
 
     if args.only:
-        result = RUNNERS[args.only](args.seed, caps[args.only], args.torch_threads)
+        result = (run_puffercore(args.seed, caps["puffercore"], args.torch_threads, args.compile)
+                  if args.only == "puffercore" else run_sb3(args.seed, caps["sb3"], args.torch_threads))
         print(json.dumps(result) if args.json else result)
+        return
+    if args.compile_rounds > 0:
+        compare_compiled(args.seed, caps["puffercore"], args.compile_rounds)
         return
 
     print(f"CartPole-v1, solved = mean return of the last {WINDOW} episodes >= {SOLVED:g}; seed {args.seed}; "

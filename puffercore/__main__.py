@@ -208,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-dir), and print the final return's mean and spread"))
     train.add_argument("--jobs", type=int, metavar="N", help="with --seeds: runs at once (default: all)")
     add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
-                        prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".")
+                        prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".",
+                        aliases={"compile": ("--compile",)})
     train.set_defaults(handler=_train, command_parser=train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(

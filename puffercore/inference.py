@@ -110,5 +110,5 @@ class InferenceCopy:
         outputs = self.model(*(self._prepare(tensor) for tensor in inputs))
         if isinstance(outputs, torch.Tensor):
             return outputs.float()
-        floats = [output.float() for output in outputs]
+        floats = [output.float() if isinstance(output, torch.Tensor) else output for output in outputs]  # None too
         return type(outputs)(*floats) if hasattr(outputs, "_fields") else tuple(floats)  # named tuples too

@@ -98,16 +98,16 @@ class ActionHead:
             noise = torch.randn(params.shape, generator=generator, device=params.device)
             actions = params + log_std.exp() * noise
             return actions, self.evaluate(params, log_std, actions)[0]
-        indices, log_prob = [], 0.0
+        indices, log_prob = [], []
         for logits in params.split(self.nvec, dim=-1):
             log_probs = torch.log_softmax(logits, dim=-1)
             index = torch.multinomial(log_probs.exp(), 1, generator=generator)
             indices.append(index.squeeze(-1))
-            log_prob = log_prob + log_probs.gather(-1, index).squeeze(-1)
+            log_prob.append(log_probs.gather(-1, index).squeeze(-1))
         actions = torch.stack(indices, dim=-1) + self.start.to(params.device)
         if not self.action_shape:
             actions = actions.squeeze(-1)
-        return actions, log_prob
+        return actions, _total(log_prob)
 
     def evaluate(self, params: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor):
         """(log_prob, entropy) of `actions` under `params`, each [batch]."""
@@ -117,20 +117,24 @@ class ActionHead:
             entropy = 0.5 + 0.5 * math.log(2 * math.pi) + log_std
             return log_prob.sum(-1), entropy.sum(-1)
         indices = (actions.reshape(actions.shape[0], -1) - self.start.to(actions.device)).long()
-        log_prob = torch.zeros(params.shape[0], device=params.device)
-        entropy = torch.zeros(params.shape[0], device=params.device)
+        log_prob, entropy = [], []
         for dim, logits in enumerate(params.split(self.nvec, dim=-1)):
             log_probs = torch.log_softmax(logits, dim=-1)
-            log_prob = log_prob + log_probs.gather(-1, indices[:, dim : dim + 1]).squeeze(-1)
+            log_prob.append(log_probs.gather(-1, indices[:, dim : dim + 1]).squeeze(-1))
             # Masked logits give probability 0 and a huge negative log-prob; 0 * that is 0.
-            entropy = entropy - (log_probs.exp() * log_probs).sum(-1)
-        return log_prob, entropy
+            entropy.append(-(log_probs.exp() * log_probs).sum(-1))
+        return _total(log_prob), _total(entropy)
 
     def to_env(self, actions: torch.Tensor) -> np.ndarray:
         if self.is_continuous:
             actions = torch.maximum(torch.minimum(actions, self.high.to(actions.device)), self.low.to(actions.device))
             return actions.cpu().numpy()
         return actions.to(torch.int32).cpu().numpy()
+
+
+def _total(terms: list[torch.Tensor]) -> torch.Tensor:
+    """The sum of per-dimension terms; one Discrete dimension's term as it is (no op)."""
+    return functools.reduce(torch.add, terms)
 
 
 def nature_cnn(image_shape: tuple[int, int, int], output_size: int = 512) -> nn.Sequential:
@@ -275,13 +279,16 @@ class Policy(nn.Module):
         return zeros, zeros.clone()
 
     def features(self, observations: torch.Tensor) -> torch.Tensor:
+        """Observations as the encoder's input, in its weights' dtype (float32, or an
+        inference copy's bfloat16)."""
+        dtype = self.actor.weight.dtype
         if self.image_shape is not None:
             images = observations.reshape(observations.shape[0], *self.image_shape)
-            return images.contiguous(memory_format=torch.channels_last).float().div_(255.0)  # as nature_cnn's
+            return images.contiguous(memory_format=torch.channels_last).to(dtype).div_(255.0)  # as nature_cnn's
         if self.decode_leaves:
             leaves = _flatten_structure(self.observation_tree.unflatten(observations))
-            return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)
-        return observations.reshape(observations.shape[0], -1).float()
+            return torch.cat([leaf.reshape(leaf.shape[0], -1).to(dtype) for leaf in leaves], dim=-1)
+        return observations.reshape(observations.shape[0], -1).to(dtype)
 
     def forward(self, observations: torch.Tensor, state=None) -> PolicyOutput:
         features = self.features(observations)

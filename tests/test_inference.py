@@ -98,3 +98,24 @@ def test_precision_is_checked_and_auto_follows_the_cpu():
     assert resolve_precision("float32") == torch.float32 and resolve_precision("bfloat16") == torch.bfloat16
     with pytest.raises(ValueError, match="precision must be one of"):
         resolve_precision("fp16")
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_an_inference_copy_of_a_ppo_policy_takes_raw_observations(precision):
+    # PolicyOutput's state is None without an LSTM, and uint8 frames become the weights' dtype.
+    import gymnasium
+    import numpy as np
+
+    from puffercore.models import Policy
+
+    torch.manual_seed(0)
+    space = gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    policy = Policy(space, gymnasium.spaces.Discrete(4), shared_trunk=True)
+    frames = torch.as_tensor(np.stack([space.sample() for _ in range(3)]))
+    copy = InferenceCopy(policy, precision)
+    with torch.inference_mode():
+        out, expected = copy(frames), policy(frames)
+    assert out.state is None and out.params.dtype == torch.float32
+    tolerance = 1e-5 if precision == "float32" else 5e-2
+    torch.testing.assert_close(out.params, expected.params, atol=tolerance, rtol=tolerance)
+    torch.testing.assert_close(out.value, expected.value, atol=tolerance, rtol=tolerance)

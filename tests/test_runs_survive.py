@@ -30,10 +30,12 @@ from puffercore.finite import NonFiniteError, StepScalars
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 SMALL = dict(num_envs=4, horizon=8, minibatch_size=16, update_epochs=2, hidden_size=16, quiet=True,
              tensorboard=False, checkpoint_interval=1, backend="serial")
-# Training processes in these tests learn for ever unless a signal stops them.
+# Training processes in these tests learn for ever unless a signal stops them (eagerly:
+# such a budget makes compile "auto" compile, seconds in which a signal waits).
 PPO_FOREVER = ["--total-timesteps", "100000000", "--quiet", "--tensorboard", "false", "--log-interval", "0",
                "--checkpoint-interval", "0", "--vec.num-envs", "4", "--train.horizon", "16",
-               "--train.minibatch-size", "32", "--policy.hidden-size", "16", "--torch-threads", "1"]
+               "--train.minibatch-size", "32", "--policy.hidden-size", "16", "--torch-threads", "1",
+               "--compile", "false"]
 ALPHAZERO_TINY = ["--channels", "8", "--blocks", "1", "--games-per-iteration", "4", "--parallel-games", "4",
                   "--simulations", "8", "--train-steps", "2", "--batch-size", "16", "--eval-interval", "0",
                   "--torch-threads", "1", "--self-play-threads", "1"]

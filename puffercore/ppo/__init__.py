@@ -8,7 +8,8 @@
 
 Read in this order: `config` (every hyperparameter, the presets), `loss` (the
 objective), `trainer` (the algorithm: collection, GAE, the update; its storage is
-`puffercore.rollout`), `runs` (the run loop, checkpoints, resume, evaluation);
+`puffercore.rollout`), `update` (one minibatch step, eager or compiled) and `flat_adam`
+(its optimizer), `runs` (the run loop, checkpoints, resume, evaluation);
 `puffercore.distributed` has the torchrun ranks.
 """
 

@@ -70,6 +70,9 @@ class PPOConfig:
     value_norm: bool = _option(False, "train", "PopArt: the critic learns returns normalized by running statistics")
     prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
     prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
+    compile: str = _option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
+                           "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update)",
+                           ("auto", "true", "false"))
     # policy
     hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
     num_layers: int = _option(2, "policy", "hidden layers of the MLP")
@@ -153,7 +156,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     "snake": dict(
         total_timesteps=5_000_000, num_envs=512, horizon=64, minibatch_size=8192,
-        learning_rate=3e-3, hidden_size=128,
+        # Its big matmuls bound the update: compiled, 0.9-1.1x (bench_update.py), which does
+        # not repay a cold compile (20-25 s) in a default run's 38 updates.
+        learning_rate=3e-3, hidden_size=128, compile="false",
     ),
     "squared": dict(
         total_timesteps=1_000_000, num_envs=256, horizon=32, minibatch_size=4096,

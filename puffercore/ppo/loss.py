@@ -19,14 +19,19 @@ def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch
     advantages normalized over the minibatch (`norm_adv`), the value loss clipped around
     the old values (`clip_vloss`), the entropy bonus; padding rows (mask False) are left
     out of every mean. `batch` holds the rollout's log_prob, advantage, return, value,
-    mask; `weights`: importance weights of prioritized rows; `group`: the ranks whose
-    minibatches together normalize the advantages (global mean and std). Returns the loss
-    and its parts with approx KL and the clip fraction (both detached)."""
-    live = batch["mask"].float()
-    count = live.sum().clamp(min=1.0)
+    and mask (left out when every row is live: plain means, fewer ops); `weights`:
+    importance weights of prioritized rows; `group`: the ranks whose minibatches together
+    normalize the advantages (global mean and std). Returns the loss and its parts with
+    approx KL and the clip fraction (both detached)."""
+    live = batch.get("mask")
+    if live is None:
+        masked_mean = torch.mean
+    else:
+        live = live.float()
+        count = live.sum().clamp(min=1.0)
 
-    def masked_mean(x):
-        return (x * live).sum() / count
+        def masked_mean(x):
+            return (x * live).sum() / count
 
     log_ratio = new_log_prob - batch["log_prob"]
     ratio = log_ratio.exp()
@@ -52,12 +57,17 @@ def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch
             "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
 
-def _global_mean_std(values: torch.Tensor, live: torch.Tensor, group: Group) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and std of the live entries of `values` over every rank's minibatch (moments
-    summed in float64, so E[x^2] - mean^2 loses nothing that matters)."""
+def _global_mean_std(values: torch.Tensor, live: torch.Tensor | None, group: Group) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of the live entries of `values` (None: all) over every rank's
+    minibatch (moments summed in float64, so E[x^2] - mean^2 loses nothing that matters)."""
     with torch.no_grad():
-        wide, weights = values.double(), live.double()
-        moments = group.sum(torch.stack([(wide * weights).sum(), (wide * wide * weights).sum(), weights.sum()]))
+        wide = values.double()
+        if live is None:
+            count = torch.full((), wide.numel(), dtype=wide.dtype, device=wide.device)
+            moments = group.sum(torch.stack([wide.sum(), (wide * wide).sum(), count]))
+        else:
+            weights = live.double()
+            moments = group.sum(torch.stack([(wide * weights).sum(), (wide * wide * weights).sum(), weights.sum()]))
     count = moments[2].clamp(min=1.0)
     mean = moments[0] / count
     std = (moments[1] / count - mean * mean).clamp(min=0.0).sqrt()

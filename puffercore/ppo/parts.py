@@ -11,6 +11,7 @@ import torch
 from puffercore import envs
 from puffercore.models import Policy
 from puffercore.ppo.config import PPOConfig
+from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.transforms import FrameStack, Normalize
 
 
@@ -48,9 +49,11 @@ def make_policy(vec, config: PPOConfig) -> Policy:
                   log_std_init=config.log_std_init, ortho_init=config.ortho_init)
 
 
-def make_optimizer(policy: Policy, learning_rate: float, device: torch.device) -> torch.optim.Adam:
+def make_optimizer(policy: Policy, learning_rate: float, device: torch.device) -> FlatAdam:
     """Adam with CleanRL's eps, fused: one kernel updates every parameter, where torch's
     default on CPU loops over them tensor by tensor (3-9x slower steps for puffercore's
-    policies on CPU; bench/bench_update.py)."""
+    policies on CPU; bench/bench_update.py --cleanrl), over one flat buffer holding them
+    all, each parameter group's together (`FlatAdam`: the policy's parameters become views
+    of it)."""
     fused = torch.device(device).type in ("cpu", "cuda")
-    return torch.optim.Adam(policy.parameters(), lr=learning_rate, eps=1e-5, fused=fused)
+    return FlatAdam(policy, lr=learning_rate, eps=1e-5, fused=fused, groups=policy.parameter_groups())

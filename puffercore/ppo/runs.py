@@ -44,7 +44,7 @@ CHECKPOINT_KEYS = ("env", "config", "model", "optimizer", "rng", "counters")
 # What a resumed run may change: the budget, where it runs and how it reports. Everything
 # else would make the resumed run a different experiment.
 RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
-                    "wandb_project", "quiet", "checkpoint_interval")
+                    "wandb_project", "quiet", "checkpoint_interval", "compile")
 
 
 def train(config: PPOConfig | None = None, env: Any = None, resume: str | None = None,

@@ -12,7 +12,6 @@ in staggered batches, GAE, and the clipped-surrogate update of `ppo_loss`.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 import os
@@ -31,6 +30,7 @@ from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.parts import free_cores, make_optimizer, make_policy, make_vector, transformed
 from puffercore.ppo.popart import PopArt
+from puffercore.ppo.update import UpdateStep
 from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
@@ -66,11 +66,10 @@ class Trainer:
         torch.manual_seed(self.seeds["torch"])  # weight init, the same on every rank
         self.policy = make_policy(vec, config).to(self.device)
         self.group.broadcast_parameters(self.policy)
-        # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
-        # shrink the actor's to nothing under one global norm.
-        self.parameter_groups = self.policy.parameter_groups()
         self.popart = PopArt(self.policy.critic) if config.value_norm else None
         self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device)
+        self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
+                                      self.group, config.compile)
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 
@@ -131,7 +130,7 @@ class Trainer:
         if isinstance(self.vec, Normalize) and self.group.world_size > 1:
             self.vec.synchronize(lambda moments: self.group.sum(torch.from_numpy(moments)).numpy())
 
-    @torch.no_grad()
+    @torch.inference_mode()  # cheaper than no_grad (5-12% of the policy's time; bench_rollout_inference.py)
     def _step_rows(self, batch) -> np.ndarray:
         """One batch of the collection loop (a vector env's Batch: its arrays, its rows of
         the vector, the final observations of its rows that ended): store the transition
@@ -193,68 +192,66 @@ class Trainer:
         return critic_output if self.popart is None else self.popart.denormalize(critic_output)
 
     def learn(self) -> None:
+        started = time.perf_counter()
         config, rollout = self.config, self.rollout
         if config.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = config.learning_rate * (1.0 - self.update / self.num_updates)
         self.compute_advantages()
-        if self.popart is not None:  # this rollout's returns join the statistics; the critic is rescaled
-            live = rollout["mask"][:, :config.horizon]
-            self.popart.update(rollout["return"][live], self.group)
-        by_rows = config.lstm or config.prio_alpha > 0  # whole rows: replayed in order, or sampled by priority
         batch = rollout.transition_view()
+        values, returns = batch["value"], batch["return"]
+        if self.popart is not None:  # this rollout's returns join the statistics; the critic is rescaled
+            self.popart.update(returns[batch["mask"]], self.group)
+            # The critic learns normalized returns (and is clipped around normalized old values).
+            batch = {**batch, "return": self.popart.normalize(returns), "value": self.popart.normalize(values)}
+        by_rows = config.lstm or config.prio_alpha > 0  # whole rows: replayed in order, or sampled by priority
         rows_per_minibatch = max(1, config.minibatch_size // config.horizon)
         minibatch_size = rows_per_minibatch if by_rows else config.minibatch_size
+        fields = None
+        if not by_rows:  # what the loss reads; no mask when every row is live (plain means)
+            fields = ("obs", "action", "log_prob", "advantage", "return", "value")
+            if not bool(batch["mask"].all()):
+                fields += ("mask",)
 
         weights_all = None
         if config.prio_alpha > 0:
             beta = config.prio_beta0 + (1.0 - config.prio_beta0) * self.update / max(1, self.num_updates - 1)
             probability, weights_all = row_priorities(batch["advantage"], batch["mask"], config.prio_alpha, beta)
 
-        stats = collections.defaultdict(float)
-        watched = StepScalars()  # read once, after the last minibatch: no host sync per minibatch
-        minibatches = 0
-        stop = False
+        scalars = StepScalars()  # each minibatch's losses and gradient norms, on the device until the update ends
+        minibatches, stop = 0, False
         for _ in range(config.update_epochs):
             order = None
             if weights_all is not None:
                 order = torch.multinomial(probability.cpu(), self.rows, replacement=True,
                                           generator=self.sampling_rng).to(self.device)
-            for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order, by_rows):
+            for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order, by_rows, fields):
                 weights = None if weights_all is None else weights_all[minibatch["index"]][:, None]
-                losses = self._minibatch_loss(minibatch, by_rows, weights)
-                self.optimizer.zero_grad()
-                losses["loss"].backward()
-                self.group.average_gradients(self.policy.parameters())
-                norms = {}
-                for group, parameters in self.parameter_groups.items():
-                    norm = torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
-                    key = "grad_norm" + (group and "_" + group)
-                    stats[key] += float(norm)
-                    norms["loss/" + key] = norm
-                watched.record({"loss/policy": losses["policy"], "loss/value": losses["value"],
-                                "loss/entropy": losses["entropy"], **norms})
-                self.optimizer.step()
-                for key, value in losses.items():
-                    stats[key] += float(value.detach())
+                step = self.update_step(minibatch, by_rows, weights)
+                scalars.record(step)
                 minibatches += 1
-                if config.target_kl and float(self.group.mean(losses["approx_kl"].clone())) > config.target_kl:
-                    stop = True
-                    break
+                if config.target_kl:  # the one host sync per minibatch, only with target_kl
+                    if float(self.group.mean(step["loss/approx_kl"].clone())) > config.target_kl:
+                        stop = True
+                        break
             if stop:
                 break
-        bad = watched.first_non_finite()
+        # The update's statistics, read in one transfer: NaN or inf stops the run here.
+        bad = scalars.first_non_finite()
         if bad is not None:
             minibatch, name, value = bad
             raise self._non_finite(f"{name} is {value} in minibatch {minibatch + 1}")
-        self.losses = {f"loss/{key}": value / minibatches for key, value in stats.items()}
+        self.losses = scalars.means()
         self.losses["loss/minibatches"] = minibatches  # fewer than epochs x minibatches: target_kl stopped it
-        values, returns = batch["value"], batch["return"]
         variance = float(returns.var())
         self.losses["loss/explained_variance"] = math.nan if variance == 0 else 1 - float((returns - values).var()) / variance
         self.losses["learning_rate"] = self.optimizer.param_groups[0]["lr"]
+        if self.update_step.compile_seconds:
+            self.losses["compile_seconds"] = self.update_step.compile_seconds
+        self.update_step.decide(time.perf_counter() - started, self.num_updates - self.update - 1)
 
     def _minibatch_loss(self, minibatch: dict, by_rows: bool, weights) -> dict[str, torch.Tensor]:
-        config = self.config
+        """The PPO objective of one minibatch (returns and old values already normalized
+        under PopArt): the function `UpdateStep` minimizes, and compiles."""
         if by_rows:
             out_params, values = self._replay_rows(minibatch)
             new_log_prob, entropy = self.policy.head.evaluate(
@@ -268,9 +265,7 @@ class Trainer:
             out = self.policy(minibatch["obs"])
             new_log_prob, entropy = self.policy.evaluate(out, minibatch["action"])
             flat, new_value = minibatch, out.value
-        if self.popart is not None:  # the critic learns normalized returns
-            flat = {**flat, "return": self.popart.normalize(flat["return"]), "value": self.popart.normalize(flat["value"])}
-        return ppo_loss(new_log_prob, entropy, new_value, flat, config, weights, self.group)
+        return ppo_loss(new_log_prob, entropy, new_value, flat, self.config, weights, self.group)
 
     def _replay_rows(self, minibatch: dict):
         """Re-run the policy along whole rows from their stored initial state, resetting

@@ -41,7 +41,8 @@ def record(trainer) -> bool:
 
 config = ppo.PPOConfig.for_env("cartpole", num_envs=8, horizon=16, minibatch_size=64, backend="serial",
                                total_timesteps=2 * 8 * 16 * args.updates, quiet=True, tensorboard=False,
-                               run_dir=args.run_dir, log_interval=0.0, norm_obs=True, norm_reward=True)
+                               run_dir=args.run_dir, log_interval=0.0, norm_obs=True, norm_reward=True,
+                               compile="false")  # a budget of 100000 updates would compile under "auto"
 if args.resume:
     trainer = ppo.train({"total_timesteps": 2 * 8 * 16 * args.updates}, resume=args.run_dir, until=record,
                         stop_after=args.stop_after)

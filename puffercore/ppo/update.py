@@ -1,0 +1,134 @@
+"""One minibatch step of the PPO update -- loss, backward, gradient clipping, optimizer
+step -- with the loss eager or compiled by torch.compile (`PPOConfig.compile`), and its
+statistics left on the device.
+
+    step = UpdateStep(trainer._minibatch_loss, policy, optimizer, max_grad_norm, group, "auto")
+    scalars = step(minibatch, by_rows, weights)      # {"loss/policy": tensor, ...}; no host sync
+    step.decide(update_seconds, updates_left)        # "auto": compile where the rest of the run repays it
+
+What is compiled is the loss (policy forward, log-probs, entropy, the PPO objective):
+Inductor turns it into generated C++ on CPU (Triton on CUDA; not measured: no GPU was at
+hand) and AOTAutograd its backward into one more graph, where eager launches each small
+op, and each op's backward, one at a time. The optimizer is one fused kernel call
+already (FlatAdam), and compiling the clip and the step measured no faster. Compiling takes seconds to tens of seconds, cached across runs
+in Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_USER): "auto"
+compiles only when the eager update, projected over the rest of the run, takes
+`AUTO_COMPILE_SECONDS` or more, and keeps the compiled loss only if its update is
+faster than the eager one (bench/bench_update.py measures both).
+A platform that cannot compile (no C++ compiler, an op Inductor lacks) prints one line
+and the run goes on eagerly. Compiled kernels are deterministic run to run, but their
+bits differ from eager's (fused and reordered float math): a seeded run reproduces
+exactly within one setting, not across settings.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+import torch
+
+from puffercore.ppo.flat_adam import FlatAdam
+
+COMPILE_SETTINGS = ("auto", "true", "false")
+# The eager update time, projected over the rest of a run, from which "auto" compiles:
+# several times a cold compile on the 2-core machine (10-25 s; a cached one takes
+# 1-5 s), so that a 1.3x faster update repays it in that run.
+AUTO_COMPILE_SECONDS = 120.0
+
+
+class UpdateStep:
+    """The minibatch step of one trainer: `loss(minibatch, by_rows, weights)` returns a
+    dict of scalar tensors, "loss" (what is minimized) first; calling the step minimizes
+    it and returns those scalars, detached, then the gradient norm of each parameter
+    group before clipping, by their metric names (`names`: "loss/policy", ...,
+    "loss/grad_norm_actor")."""
+
+    def __init__(self, loss: Callable[..., dict[str, torch.Tensor]], policy: torch.nn.Module,
+                 optimizer: FlatAdam, max_grad_norm: float, group, setting: str):
+        if setting not in COMPILE_SETTINGS:
+            raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {setting!r}")
+        self.loss, self.policy, self.optimizer, self.group = loss, policy, optimizer, group
+        self.max_grad_norm = max_grad_norm
+        self.setting = setting
+        self.compiled: Callable | None = None
+        self.compiled_sizes: set[int] = set()  # minibatch sizes compiled so far (one graph each)
+        self.compile_seconds = 0.0  # first steps at each size, compiling included
+        self.names: tuple[str, ...] = ()
+        self.decided = setting != "auto"
+        self.eager_seconds: float | None = None  # "auto": the first update's time
+        self.timed_compiled = False
+        if setting == "true":
+            self.compile()
+
+    def compile(self) -> None:
+        self.compiled = torch.compile(self.loss, dynamic=False)
+
+    def decide(self, seconds: float, updates_left: int) -> None:
+        """Under "auto", after each update, which took `seconds`, until decided: the first
+        (eager) update compiles the loss if `updates_left` more like it would take
+        AUTO_COMPILE_SECONDS or more; the next update compiles; the one after, compiled,
+        keeps it only if it was faster than the eager one (a large matmul-bound update
+        can be slower compiled)."""
+        if self.decided:
+            return
+        if self.eager_seconds is None:
+            self.eager_seconds = seconds
+            if seconds * updates_left >= AUTO_COMPILE_SECONDS and updates_left > 2:
+                self.compile()
+            else:
+                self.decided = True
+        elif self.compiled is None:  # compiling failed: eager it is
+            self.decided = True
+        elif not self.timed_compiled:
+            self.timed_compiled = True  # that update compiled; time the next one
+        else:
+            self.decided = True
+            if seconds >= self.eager_seconds:
+                self.compiled = None
+
+    def __call__(self, minibatch: dict[str, torch.Tensor], by_rows: bool,
+                 weights: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if self.compiled is None:
+            return self._step(self.loss, minibatch, by_rows, weights)
+        size = len(minibatch["index"])
+        if size in self.compiled_sizes:
+            return self._step(self.compiled, minibatch, by_rows, weights)
+        start = time.perf_counter()
+        try:  # the first step at a size compiles its forward and backward graphs
+            scalars = self._step(self.compiled, minibatch, by_rows, weights)
+        except Exception as error:  # the platform cannot compile: the same step, eagerly
+            self.compiled = None
+            reason = (str(error).strip().splitlines() or [""])[0][:200]
+            print(f"puffercore: torch.compile failed ({type(error).__name__}: {reason}); "
+                  f"the PPO update runs eagerly (--compile false skips compiling)", file=sys.stderr, flush=True)
+            return self._step(self.loss, minibatch, by_rows, weights)
+        self.compiled_sizes.add(size)
+        self.compile_seconds += time.perf_counter() - start
+        return scalars
+
+    def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> dict[str, torch.Tensor]:
+        losses = loss(minibatch, by_rows, weights)
+        self.optimizer.zero_grad()
+        losses["loss"].backward()
+        self.group.average_gradients(self.policy.parameters())
+        # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
+        # shrink the actor's to nothing under one global norm.
+        norms = [clip_grad_norm(gradients, self.max_grad_norm) for gradients in self.optimizer.gradients.values()]
+        self.optimizer.step()
+        if not self.names:
+            self.names = tuple(f"loss/{name}" for name in (
+                *losses, *("grad_norm" + (group and "_" + group) for group in self.optimizer.gradients)))
+        return dict(zip(self.names, [*(value.detach() for value in losses.values()), *norms]))
+
+
+
+def clip_grad_norm(gradients: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """Scale one parameter group's `gradients` (FlatAdam.gradients: flat, in place) to L2
+    norm `max_norm` at most, as torch.nn.utils.clip_grad_norm_ does the group's tensors;
+    returns the norm before. One norm instead of one per tensor and a norm of norms
+    (ulp-level rounding apart): 4 ops instead of about 30."""
+    norm = torch.linalg.vector_norm(gradients)
+    gradients.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
+    return norm

@@ -1,0 +1,208 @@
+"""The PPO update's machinery (issue 29): FlatAdam against torch's Adam, per-group
+clipping, minibatches of chosen fields, the loss without a mask, the compiled loss
+(`train.compile`: its fallback, its "auto" decisions, a compiled run) and reproducible
+seeded runs."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from puffercore import ppo
+from puffercore.__main__ import build_parser
+from puffercore.models import Policy
+from puffercore.ppo import PPOConfig, update
+from puffercore.ppo.flat_adam import FlatAdam
+from puffercore.rollout import iterate_minibatches
+
+
+def small_config(**overrides) -> PPOConfig:
+    values = dict(num_envs=8, horizon=16, minibatch_size=64, update_epochs=2, hidden_size=16, backend="serial",
+                  total_timesteps=8 * 16 * 4, quiet=True, tensorboard=False, checkpoint_interval=0)
+    return PPOConfig(**{**values, **overrides})
+
+
+def box_policy(seed: int = 0) -> Policy:
+    torch.manual_seed(seed)
+    return Policy(spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-1, 1, (2,), np.float32), hidden_size=24)
+
+
+def policy_loss(policy: Policy, observations: torch.Tensor) -> torch.Tensor:
+    out = policy(observations)
+    return out.params.square().mean() + out.value.square().mean() + policy.log_std.sum()
+
+
+def train_steps(policy: Policy, optimizer, steps: int, observations: torch.Tensor) -> None:
+    for _ in range(steps):
+        optimizer.zero_grad()
+        policy_loss(policy, observations).backward()
+        optimizer.step()
+
+
+# ---- FlatAdam -------------------------------------------------------------------------------
+def test_flat_adam_steps_like_torch_adam_and_its_direct_kernel_call_like_its_own_step():
+    observations = torch.randn(32, 5, generator=torch.Generator().manual_seed(1))
+    reference, flat, direct = box_policy(), box_policy(), box_policy()
+    train_steps(reference, torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=True), 6, observations)
+    train_steps(flat, FlatAdam(flat, lr=1e-2, eps=1e-5, fused=True, groups=flat.parameter_groups()), 6, observations)
+    for got, expected in zip(flat.parameters(), reference.parameters()):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)  # the same arithmetic, a vector tail apart
+
+    # The direct kernel call (every step after the first) is torch's Adam.step, bit for bit.
+    optimizer = FlatAdam(direct, lr=1e-2, eps=1e-5, fused=True, groups=direct.parameter_groups())
+    for _ in range(6):
+        optimizer.zero_grad()
+        policy_loss(direct, observations).backward()
+        torch.optim.Adam.step(optimizer)
+    assert all(torch.equal(got, expected) for got, expected in zip(flat.parameters(), direct.parameters()))
+
+
+def test_flat_adam_keeps_a_gradient_that_replaced_its_view():
+    observations = torch.randn(16, 5)
+    reference, flat = box_policy(), box_policy()
+    reference_optimizer = FlatAdam(reference, lr=1e-2, eps=1e-5)
+    optimizer = FlatAdam(flat, lr=1e-2, eps=1e-5)
+    train_steps(reference, reference_optimizer, 2, observations)
+    for _ in range(2):
+        flat.zero_grad()  # the module's own zero_grad: every .grad None, the views detached
+        policy_loss(flat, observations).backward()  # fresh gradient tensors
+        optimizer.step()
+    assert all(torch.equal(got, expected) for got, expected in zip(flat.parameters(), reference.parameters()))
+    assert all(parameter.grad is view for parameter, view in zip(optimizer.layout, optimizer.views))
+
+
+def test_flat_adam_groups_lie_together_and_state_saved_by_torch_adam_loads():
+    policy = box_policy()
+    optimizer = FlatAdam(policy, lr=1e-2, eps=1e-5, groups=policy.parameter_groups())
+    policy_loss(policy, torch.randn(8, 5)).backward()
+    for name, parameters in policy.parameter_groups().items():
+        expected = torch.cat([parameter.grad.reshape(-1) for parameter in parameters])
+        assert torch.equal(optimizer.gradients[name], expected)
+        assert all(parameter.data_ptr() >= optimizer.flat.data_ptr() for parameter in parameters)  # views
+
+    # A checkpoint of the earlier trainer (torch's Adam, one state per parameter) resumes.
+    observations = torch.randn(16, 5)
+    reference = box_policy()
+    reference_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=True)
+    train_steps(reference, reference_optimizer, 3, observations)
+    resumed = copy.deepcopy(reference)
+    resumed_optimizer = FlatAdam(resumed, lr=1e-2, eps=1e-5, fused=True, groups=resumed.parameter_groups())
+    resumed_optimizer.load_state_dict(copy.deepcopy(reference_optimizer.state_dict()))
+    assert int(resumed_optimizer.state[resumed_optimizer.flat]["step"]) == 3
+    train_steps(reference, reference_optimizer, 1, observations)
+    train_steps(resumed, resumed_optimizer, 1, observations)
+    for got, expected in zip(resumed.parameters(), reference.parameters()):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="every parameter of the module once"):
+        FlatAdam(policy, lr=1e-2, eps=1e-5, groups={"actor": list(policy.actor.parameters())})
+
+
+def test_clipping_a_flat_group_matches_clip_grad_norm():
+    gradients = [torch.randn(7, 3), torch.randn(3), torch.randn(4, 7)]
+    parameters = [torch.nn.Parameter(torch.zeros_like(gradient)) for gradient in gradients]
+    for parameter, gradient in zip(parameters, gradients):
+        parameter.grad = gradient.clone()
+    flat = torch.cat([gradient.reshape(-1) for gradient in gradients])
+    expected = torch.nn.utils.clip_grad_norm_(parameters, 0.5)
+    torch.testing.assert_close(update.clip_grad_norm(flat, 0.5), expected)
+    torch.testing.assert_close(flat, torch.cat([parameter.grad.reshape(-1) for parameter in parameters]))
+    small = torch.full((4,), 0.01)
+    update.clip_grad_norm(small, 0.5)
+    assert torch.equal(small, torch.full((4,), 0.01))  # under the bound: untouched
+
+
+# ---- minibatches and the loss ----------------------------------------------------------------
+def test_minibatches_of_chosen_fields_hold_the_same_transitions():
+    view = {"reward": torch.arange(12.0).reshape(3, 4), "obs": torch.arange(15.0).reshape(3, 5)[:, :4, None] * 2,
+            "value": -torch.arange(12.0).reshape(3, 4)}
+    every = list(iterate_minibatches(view, 5, torch.Generator().manual_seed(3)))
+    chosen = list(iterate_minibatches(view, 5, torch.Generator().manual_seed(3), fields=("obs",)))
+    assert [set(minibatch) for minibatch in chosen] == [{"index", "obs"}] * 3
+    for all_fields, some in zip(every, chosen):
+        assert torch.equal(all_fields["index"], some["index"]) and torch.equal(all_fields["obs"], some["obs"])
+
+
+def test_the_loss_without_a_mask_equals_the_loss_with_every_row_live():
+    generator = torch.Generator().manual_seed(0)
+    batch = {name: torch.randn(64, generator=generator) for name in ("log_prob", "advantage", "return", "value")}
+    new_log_prob = batch["log_prob"] + 0.1 * torch.randn(64, generator=generator)
+    new_value = batch["value"] + torch.randn(64, generator=generator)
+    entropy = torch.rand(64, generator=generator)
+    config = small_config(ent_coef=0.01)
+    with_mask = ppo.ppo_loss(new_log_prob, entropy, new_value, {**batch, "mask": torch.ones(64, dtype=torch.bool)},
+                             config)
+    without = ppo.ppo_loss(new_log_prob, entropy, new_value, batch, config)
+    for name in with_mask:
+        torch.testing.assert_close(without[name], with_mask[name])
+
+
+# ---- compiling the loss ------------------------------------------------------------------------
+def test_compile_setting_is_checked_and_has_a_short_flag():
+    with pytest.raises(ValueError, match="compile must be one of"):
+        PPOConfig(compile="yes").validate()
+    args = build_parser().parse_args(["train", "cartpole", "--compile", "false"])
+    assert args.compile == "false"
+
+
+def test_a_loss_that_cannot_compile_runs_eagerly_after_one_line(tmp_path, monkeypatch, capsys):
+    def failing_compile(function, **options):
+        def compiled(*args):
+            raise RuntimeError("no C++ compiler here\nsecond line")
+        return compiled
+
+    monkeypatch.setattr(update.torch, "compile", failing_compile)
+    trainer = ppo.train(small_config(compile="true", run_dir=str(tmp_path)), "cartpole")
+    assert trainer.update == trainer.num_updates and np.isfinite(trainer.losses["loss/loss"])
+    assert trainer.update_step.compiled is None and "compile_seconds" not in trainer.losses
+    lines = [line for line in capsys.readouterr().err.splitlines() if "torch.compile failed" in line]
+    assert lines == ["puffercore: torch.compile failed (RuntimeError: no C++ compiler here); the PPO update runs "
+                     "eagerly (--compile false skips compiling)"]
+
+
+def stand_in_compile(step):
+    """UpdateStep.compile without compiling: the eager loss stands in for the compiled one."""
+    step.compiled = step.loss
+
+
+@pytest.mark.parametrize("compiled_seconds, kept", [(0.5, True), (1.5, False)])
+def test_auto_compiles_where_the_run_repays_it_and_keeps_it_only_if_faster(monkeypatch, compiled_seconds, kept):
+    monkeypatch.setattr(update.UpdateStep, "compile", stand_in_compile)
+    policy = box_policy()
+    optimizer = FlatAdam(policy, lr=1e-3, eps=1e-5)
+    short = update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, "auto")
+    short.decide(seconds=1.0, updates_left=int(update.AUTO_COMPILE_SECONDS) - 1)
+    assert short.decided and short.compiled is None  # the rest of the run is too short to repay a compile
+
+    step = update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, "auto")
+    step.decide(seconds=1.0, updates_left=int(update.AUTO_COMPILE_SECONDS))
+    assert step.compiled is not None and not step.decided
+    step.decide(seconds=20.0, updates_left=100)  # the update that compiled: not judged
+    assert step.compiled is not None and not step.decided
+    step.decide(seconds=compiled_seconds, updates_left=99)
+    assert step.decided and (step.compiled is not None) == kept
+    step.decide(seconds=100.0, updates_left=98)  # decided: no second thoughts
+    assert (step.compiled is not None) == kept
+    with pytest.raises(ValueError, match="compile must be one of"):
+        update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, "sometimes")
+
+
+def test_compiled_runs_train_reproducibly_and_report_their_compile_time(tmp_path):
+    results = []
+    for name in ("first", "second"):
+        trainer = ppo.train(small_config(compile="true", run_dir=str(tmp_path / name)), "cartpole")
+        assert trainer.losses["compile_seconds"] > 0 and np.isfinite(trainer.losses["loss/loss"])
+        assert trainer.update_step.compiled is not None  # "true" keeps it
+        results.append([parameter.detach().clone() for parameter in trainer.policy.parameters()])
+    # Compiled kernels are deterministic: the same seed gives the same bits (not eager's bits).
+    assert all(torch.equal(first, second) for first, second in zip(*results))
+
+
+def test_seeded_eager_runs_are_bitwise_reproducible(tmp_path):
+    results = []
+    for name in ("first", "second"):
+        trainer = ppo.train(small_config(compile="false", run_dir=str(tmp_path / name)), "cartpole")
+        results.append(([parameter.detach().clone() for parameter in trainer.policy.parameters()], trainer.losses))
+    (first, first_losses), (second, second_losses) = results
+    assert all(torch.equal(a, b) for a, b in zip(first, second)) and first_losses == second_losses
