@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from puffercore.inference import InferenceCopy, native_bf16
-from puffercore.models import Policy
+from puffercore.ppo.policy import Policy
 
 # name: (observation space, action space, policy keywords, rows per batch)
 POLICIES = {

@@ -44,7 +44,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from puffercore.models import Policy
+from puffercore.ppo.policy import Policy
 from puffercore.ppo import PPOConfig, Trainer, make_optimizer
 from puffercore.ppo.config import ATARI_PRESET, MUJOCO_PRESET
 

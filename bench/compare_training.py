@@ -64,7 +64,8 @@ def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0, compile_se
     # measure of the work (its torch and env threads run on cores it does not wait for).
     return {"solved_seconds": solved.get("seconds"), "solved_cpu_seconds": solved.get("cpu_seconds"),
             "solved_steps": solved.get("steps"), "steps": trainer.global_step, "seconds": seconds,
-            "sps": trainer.global_step / seconds, "final_return": trainer.recent_return(), "config": f"{config.num_envs} envs x {config.horizon} steps, "
+            "sps": trainer.global_step / seconds, "final_return": trainer.recent_return(),
+            "config": f"{config.num_envs} envs x {config.horizon} steps, "
             f"minibatch {config.minibatch_size}, {config.update_epochs} epochs, backend {config.backend}, "
             f"compile {config.compile}"}
 

@@ -28,7 +28,7 @@ import shlex
 import sys
 
 import puffercore
-from puffercore import envs, ppo
+from puffercore import env_sources, ppo
 from puffercore.alphazero import cli as alphazero_cli
 from puffercore.flags import add_dataclass_flags, dataclass_overrides
 from puffercore.ppo.config import SWEEP_TABLE, read_config_file
@@ -49,7 +49,7 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         values = read_config_file(args.config) if args.config else {}
         values.pop(SWEEP_TABLE, None)  # a sweep's file: its base config trains
         file_env = values.pop("env", None)
-        if args.env and file_env and not envs.same_env(args.env, file_env):
+        if args.env and file_env and not env_sources.same_env(args.env, file_env):
             raise ValueError(f"--config {args.config} is a config for env {file_env!r} (its values include that "
                              f"env's preset), not {args.env!r}: leave out the env argument to train {file_env!r} "
                              f"with it, or remove \"env\" from a copy of the file to apply its values to {args.env!r}")
@@ -99,7 +99,7 @@ def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     # --render: the env's own text picture where it has one (not with --video, which takes
     # the env's render mode), else the observation's numbers.
     own_picture = args.render and not args.video and "ansi" in (render_modes(
-        envs.resolve_saved(ppo.saved_env_spec(args.checkpoint), args.env, args.checkpoint)) or ())
+        env_sources.resolve_saved(ppo.saved_env_spec(args.checkpoint), args.env, args.checkpoint)) or ())
 
     def record(observation, reward):
         observations.append(observation.copy())

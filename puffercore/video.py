@@ -22,17 +22,17 @@ import gymnasium
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 
-from puffercore import envs
+from puffercore import env_sources
 
 INSTALL = 'pip install "puffercore[video]"'
 DEFAULT_FPS = 30  # for envs whose metadata names no render_fps
 
 
-def rendering_env(env: Any, mode: str = "rgb_array") -> envs.EnvSource:
-    """The EnvSource of `env` (anything `envs.resolve` takes) that makes its envs with
+def rendering_env(env: Any, mode: str = "rgb_array") -> env_sources.EnvSource:
+    """The EnvSource of `env` (anything `env_sources.resolve` takes) that makes its envs with
     render_mode=`mode` ("rgb_array" for video, "ansi" for text); ValueError when they
     can't render so."""
-    source = envs.resolve(env)
+    source = env_sources.resolve(env)
     if source.creator is None:
         raise ValueError(f"{source.name}: a vector env made by the caller can't be rendered or recorded; give its env "
                          f"class or creator")
@@ -48,7 +48,7 @@ def rendering_env(env: Any, mode: str = "rgb_array") -> envs.EnvSource:
 def render_modes(env: Any) -> list[str] | None:
     """The render modes `env`'s class declares in its metadata (a gymnasium id's are its
     registered class's); None when there is no class to read them from."""
-    creator = envs.resolve(env).creator
+    creator = env_sources.resolve(env).creator
     while isinstance(creator, functools.partial):
         if creator.func is gymnasium.make:  # partial(gymnasium.make, id): the registered entry point
             entry_point = gymnasium.spec(creator.args[0]).entry_point

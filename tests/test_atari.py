@@ -170,7 +170,7 @@ def test_adapter_logs_one_episode_per_game_in_raw_score():
 def test_nature_cnn_policy_keeps_uint8_and_mlp_path():
     from gymnasium import spaces
 
-    from puffercore.models import Policy
+    from puffercore.ppo.policy import Policy
 
     image = spaces.Box(0, 255, (4, 84, 84), np.uint8)
     policy = Policy(image, spaces.Discrete(4), shared_trunk=True)
@@ -186,10 +186,10 @@ def test_nature_cnn_policy_keeps_uint8_and_mlp_path():
 
 
 def test_train_and_evaluate_atari_end_to_end(tmp_path):
-    from puffercore import envs, ppo
+    from puffercore import env_sources, ppo
     from puffercore.ppo import PPOConfig
 
-    assert envs.resolve("ALE/Breakout-v5").creator.func is AtariEnv
+    assert env_sources.resolve("ALE/Breakout-v5").creator.func is AtariEnv
     config = PPOConfig.for_env("atari:Breakout", total_timesteps=2 * 2 * 32, num_envs=2, num_workers=1, horizon=32,
                                minibatch_size=32, update_epochs=1, quiet=True, tensorboard=False, run_dir=str(tmp_path))
     assert (config.backend, config.clip_coef, config.shared_trunk) == ("processes", 0.1, True)

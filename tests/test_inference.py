@@ -106,7 +106,7 @@ def test_an_inference_copy_of_a_ppo_policy_takes_raw_observations(precision):
     import gymnasium
     import numpy as np
 
-    from puffercore.models import Policy
+    from puffercore.ppo.policy import Policy
 
     torch.manual_seed(0)
     space = gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8)

@@ -34,7 +34,7 @@ def test_importing_one_part_does_not_import_the_rest(module):
 def test_numba_loads_only_with_numba_env():
     """numba (slow to import, an optional extra) stays out of `import puffercore` and the
     parts every run uses; puffercore.numba_env brings it in."""
-    code = "import sys, puffercore, puffercore.ocean, puffercore.vector, puffercore.envs; print('numba' in sys.modules)"
+    code = "import sys, puffercore, puffercore.ocean, puffercore.vector, puffercore.env_sources; print('numba' in sys.modules)"
     output = subprocess.run([sys.executable, "-P", "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == "False"
 

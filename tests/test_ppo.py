@@ -18,9 +18,9 @@ from gymnasium import spaces
 import puffercore.emulation
 import puffercore.vector
 from puffercore import checkpoint, logger, plots, ppo, run, seeding
-from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
+from puffercore.ppo.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.__main__ import main
-from puffercore.models import ActionHead, Policy
+from puffercore.ppo.policy import ActionHead, Policy
 from puffercore.ppo import PPOConfig, make_policy
 
 

@@ -12,10 +12,10 @@ from gymnasium import spaces
 
 from puffercore import ppo
 from puffercore.__main__ import build_parser
-from puffercore.models import Policy
+from puffercore.ppo.policy import Policy
 from puffercore.ppo import PPOConfig, update
 from puffercore.ppo.flat_adam import FlatAdam
-from puffercore.rollout import iterate_minibatches
+from puffercore.ppo.rollout import iterate_minibatches
 
 
 def small_config(**overrides) -> PPOConfig:

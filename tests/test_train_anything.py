@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import puffercore.vector
-from puffercore import checkpoint, envs, logger, ppo, run
+from puffercore import checkpoint, env_sources, logger, ppo, run
 from puffercore.__main__ import main
 from puffercore.ocean import CartPole
 from puffercore.ppo import PPOConfig
@@ -79,20 +79,20 @@ def guess_module(tmp_path, monkeypatch):
 
 
 def test_resolve_names_classes_creators_and_vectors(guess_module):
-    cartpole = envs.resolve("cartpole")
+    cartpole = env_sources.resolve("cartpole")
     assert cartpole.native and cartpole.creator is CartPole and cartpole.spec == "cartpole"
     for name in ("Acrobot-v1", "gymnasium:Acrobot-v1"):
-        source = envs.resolve(name)
+        source = env_sources.resolve(name)
         assert not source.native and source.spec == "gymnasium:Acrobot-v1"
-    imported = envs.resolve("guess_envs:Guess")
+    imported = env_sources.resolve("guess_envs:Guess")
     assert imported.spec == "guess_envs:Guess" and not imported.native
     import guess_envs
 
-    assert envs.resolve(guess_envs.Guess).spec == "guess_envs:Guess"  # a class names itself
-    assert envs.resolve(CartPole).native
-    assert envs.resolve(lambda: gymnasium.make("CartPole-v1")).spec is None  # a lambda can't be named
+    assert env_sources.resolve(guess_envs.Guess).spec == "guess_envs:Guess"  # a class names itself
+    assert env_sources.resolve(CartPole).native
+    assert env_sources.resolve(lambda: gymnasium.make("CartPole-v1")).spec is None  # a lambda can't be named
     vec = puffercore.vector.make(CartPole, 2, backend="serial")
-    assert envs.resolve(vec).vector is vec
+    assert env_sources.resolve(vec).vector is vec
     vec.close()
 
 
@@ -105,7 +105,7 @@ def test_resolve_names_classes_creators_and_vectors(guess_module):
 ])
 def test_resolve_errors_name_what_was_expected(env, error, message):
     with pytest.raises(error, match=message):
-        envs.resolve(env)
+        env_sources.resolve(env)
 
 
 @pytest.mark.parametrize("num_workers, batch_size, vector_batch", [(2, None, 2), (2, 4, 1), (4, 4, 2)])
@@ -113,7 +113,7 @@ def test_native_envs_on_processes_get_the_workers_asked_for(num_workers, batch_s
     """`train cartpole --vec.backend processes --vec.num-workers 2`: the native env is
     made in one block of sub-envs per worker (a batch is whole workers), so the workers
     asked for are what runs, and the env steps."""
-    vec = envs.make_vector(envs.resolve("cartpole"), backend="processes", num_envs=8, num_workers=num_workers,
+    vec = env_sources.make_vector(env_sources.resolve("cartpole"), backend="processes", num_envs=8, num_workers=num_workers,
                            batch_size=batch_size, seed=0)
     try:
         assert (vec.num_workers, vec.num_envs, vec.batch_size) == (num_workers, 8, vector_batch)
@@ -132,13 +132,13 @@ def test_native_envs_on_processes_get_the_workers_asked_for(num_workers, batch_s
 ])
 def test_processes_worker_counts_are_refused_in_the_users_numbers(num_workers, batch_size, message):
     with pytest.raises(ValueError, match=message):
-        envs.make_vector(envs.resolve("cartpole"), backend="processes", num_envs=8, num_workers=num_workers,
+        env_sources.make_vector(env_sources.resolve("cartpole"), backend="processes", num_envs=8, num_workers=num_workers,
                          batch_size=batch_size)
 
 
 def test_an_env_instance_is_refused_with_what_to_pass_instead():
     with pytest.raises(TypeError, match="got an env instance of TimeLimit.*pass TimeLimit \\(the class\\) or a lambda"):
-        envs.resolve(gymnasium.make("CartPole-v1"))
+        env_sources.resolve(gymnasium.make("CartPole-v1"))
     with pytest.raises(TypeError, match="got an env instance of CartPole"):
         ppo.Trainer(CartPole(num_envs=2), PPOConfig(**SMALL))
 

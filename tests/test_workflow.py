@@ -68,9 +68,9 @@ def test_eval_render_prints_the_envs_own_text_picture(tmp_path, capsys):
 def test_native_envs_draw_their_state_not_the_observation_row(name):
     """`eval --render` prints these pictures; a Normalize transform rewrites the
     observation row in place, which must not change them."""
-    from puffercore import envs, ocean
+    from puffercore import env_sources, ocean
 
-    make = ocean.Busy if name == "busy" else envs.resolve(name).creator
+    make = ocean.Busy if name == "busy" else env_sources.resolve(name).creator
     env = make(num_envs=2, seed=0, render_mode="ansi", **({"max_cost_us": 1.0} if name == "busy" else {}))
     env.reset(seed=3)
     tree = getattr(env, "observation_tree", None)

@@ -8,14 +8,14 @@
 
 Read in this order: `config` (every hyperparameter, the presets), `loss` (the
 objective), `trainer` (the algorithm: collection, GAE, the update; its storage is
-`puffercore.rollout`), `update` (one minibatch step, eager or compiled) and `flat_adam`
-(its optimizer), `runs` (the run loop, checkpoints, resume, evaluation);
+`puffercore.ppo.rollout`), `update` (one minibatch step, eager or compiled) and `flat_adam`
+(its optimizer), `train_and_evaluate` (the run loop, checkpoints, resume, evaluation);
 `puffercore.distributed` has the torchrun ranks.
 """
 
 from puffercore.ppo.config import PPOConfig, PRESETS
 from puffercore.ppo.loss import ppo_loss
-from puffercore.ppo.runs import RESUMABLE_FIELDS, evaluate, resumed_config, saved_env_spec, summary, train
+from puffercore.ppo.train_and_evaluate import RESUMABLE_FIELDS, evaluate, resumed_config, saved_env_spec, summary, train
 from puffercore.ppo.parts import make_optimizer, make_policy, make_vector
 from puffercore.ppo.trainer import SEED_NAMES, Trainer
 

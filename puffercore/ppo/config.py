@@ -140,7 +140,7 @@ def check_device(name: str) -> None:
 PPOConfig.__doc__ += field_docs(PPOConfig)
 
 # Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
-# registry: any env can be trained, see puffercore.envs). CartPole is tuned for
+# registry: any env can be trained, see puffercore.env_sources). CartPole is tuned for
 # wall-clock time to solve on a small CPU: many envs, short rollouts, big minibatches,
 # a small MLP; its epochs, learning rate and clip keep it solved to the end
 # (docs/design.md, section 5, has the runs that chose them). Connect4 and Azul play
@@ -198,7 +198,7 @@ MUJOCO_TASK_PRESETS: dict[str, dict[str, Any]] = {
 
 # Atari games (atari:Breakout, ALE/Breakout-v5; puffercore.atari): CleanRL's
 # ppo_atari.py settings: 8 envs x 128 steps, 4 epochs of 4 minibatches (256), lr 2.5e-4
-# annealed, clip 0.1, the Nature CNN shared by actor and critic (models.Policy picks the
+# annealed, clip 0.1, the Nature CNN shared by actor and critic (ppo.policy.Policy picks the
 # CNN for the uint8 frame stack), 10M steps; Python envs, so the processes backend.
 ATARI_PRESET: dict[str, Any] = dict(
     total_timesteps=10_000_000, backend="processes", num_envs=8, horizon=128, minibatch_size=256, update_epochs=4,

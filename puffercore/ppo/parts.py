@@ -8,8 +8,8 @@ import os
 
 import torch
 
-from puffercore import envs
-from puffercore.models import Policy
+from puffercore import env_sources
+from puffercore.ppo.policy import Policy
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.transforms import FrameStack, Normalize
@@ -27,8 +27,8 @@ def transformed(vec, config: PPOConfig):
 
 
 def make_vector(env, config: PPOConfig, seed: int):
-    """The vector env of `env` (anything `puffercore.envs.resolve` takes) under `config`."""
-    return envs.make_vector(envs.resolve(env), backend=config.backend, num_envs=config.num_envs,
+    """The vector env of `env` (anything `puffercore.env_sources.resolve` takes) under `config`."""
+    return env_sources.make_vector(env_sources.resolve(env), backend=config.backend, num_envs=config.num_envs,
                             num_workers=config.num_workers or None, batch_size=config.batch_size or None, seed=seed)
 
 

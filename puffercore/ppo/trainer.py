@@ -5,7 +5,7 @@ in staggered batches, GAE, and the clipped-surrogate update of `ppo_loss`.
     trainer.reset_envs(); trainer.collect(); trainer.learn()
 
 `puffercore.ppo.train` runs the loop with checkpoints and metrics. Envs come from
-`puffercore.envs` (anything trainable), rollout storage from `puffercore.rollout`
+`puffercore.env_sources` (anything trainable), rollout storage from `puffercore.ppo.rollout`
 (`RolloutBuffer`: what collection writes, GAE and the update read), normalization from
 `puffercore.transforms`, episode statistics from `puffercore.ppo.episodes`.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from puffercore import advantage, checkpoint, envs, run
+from puffercore import advantage, checkpoint, env_sources, run
 from puffercore.distributed import Group
 from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.ppo.config import PPOConfig
@@ -31,7 +31,7 @@ from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.parts import free_cores, make_optimizer, make_policy, make_vector, transformed
 from puffercore.ppo.popart import PopArt
 from puffercore.ppo.update import UpdateStep
-from puffercore.rollout import RolloutBuffer, iterate_minibatches, row_priorities
+from puffercore.ppo.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
 
@@ -40,13 +40,13 @@ SEED_NAMES = ("envs", "torch", "sampling")
 
 
 class Trainer:
-    """PPO on `env`: anything `puffercore.envs.resolve` takes (an ocean env name, a
+    """PPO on `env`: anything `puffercore.env_sources.resolve` takes (an ocean env name, a
     gymnasium id, "module:attribute", an env class or creator, or a vector env made by
     `puffercore.vector.make`, which the caller keeps and closes)."""
 
     def __init__(self, env: Any, config: PPOConfig, run_dir: str | None = None):
         config.validate()
-        source = envs.resolve(env)
+        source = env_sources.resolve(env)
         self.env_name, self.env_spec, self.config = source.name, source.spec, config
         self.owns_vec = source.vector is None
         self.group = Group.from_environment(config.device)  # torchrun's ranks, or this process alone

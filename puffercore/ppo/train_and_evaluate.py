@@ -29,9 +29,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from puffercore import checkpoint, envs, logger, run
+from puffercore import checkpoint, env_sources, logger, run
 from puffercore.checks import check_int
-from puffercore.models import Policy
+from puffercore.ppo.policy import Policy
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.parts import make_policy, make_vector, transformed
 from puffercore.ppo.trainer import Trainer
@@ -54,7 +54,7 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     `resume`: a run directory to continue from its checkpoint, with its saved env and
     config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
     total_timesteps to extend the run); `env` is needed when the checkpoint's env is not
-    one puffercore knows by name (`envs.resolve_saved`: an env class, a creator, a
+    one puffercore knows by name (`env_sources.resolve_saved`: an env class, a creator, a
     module:attribute the checkpoint names but never imports itself). `stop_after`: end
     after that many updates of this call (checkpointing as at the end), as a preempted
     job would. `until(trainer)`: called after each update (on every rank of a torchrun
@@ -65,7 +65,7 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     saved = None
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
-        env = envs.resolve_saved(saved["env"], env, resume)
+        env = env_sources.resolve_saved(saved["env"], env, resume)
         config = resumed_config(saved["config"], config)
     elif env is None:
         raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
@@ -187,7 +187,7 @@ def summary(trainer: Trainer) -> str:
 
 
 def saved_env_spec(path: str) -> str | None:
-    """The env a checkpoint (file or run directory) was trained on, as `envs.resolve` takes it."""
+    """The env a checkpoint (file or run directory) was trained on, as `env_sources.resolve` takes it."""
     return checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)["env"]
 
 
@@ -219,7 +219,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     recorder = VideoRecorder(video) if video is not None else None  # a missing encoder fails before any work
     state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)
     config = PPOConfig(**state["config"])
-    env = envs.resolve_saved(state["env"], env, path)
+    env = env_sources.resolve_saved(state["env"], env, path)
     if recorder is not None or on_render is not None:
         env = rendering_env(env, "rgb_array" if recorder is not None else "ansi")
     one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from puffercore.models import Policy
+    from puffercore.ppo.policy import Policy
 
 BOOTSTRAP_FIELDS = ("obs", "value", "mask")  # [N, T + 1]
 ROW_FIELDS = ("state_h", "state_c")  # [N, hidden]
