@@ -1,10 +1,12 @@
 """Inference copies (`puffercore.inference.InferenceCopy`) against the network they copy,
 side by side: microseconds per position of a batched forward pass in eager float32 PyTorch
 (what a trainer without them runs) and in the copy, float32 (batch norms folded) and
-bfloat16 (where the CPU computes it natively), with the largest error of the copy's
-policy (softmax) and value. Rounds alternate and each row keeps its median.
+bfloat16 (where the CPU computes it natively), each run eagerly and as the frozen
+TorchScript trace the copy makes by default, with the largest error of the copy's policy
+(softmax) and value. Rounds alternate and each row keeps its median. Self-play's batches
+are small: a thread's parallel games less the leaves its evaluation cache answers.
 
-    python bench/bench_inference.py [--batches 64 256] [--threads 1] [--rounds 5]
+    python bench/bench_inference.py [--batches 16 64 256] [--threads 1] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def microseconds_per_position(forward, batch: int, calls: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--batches", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (self-play uses one per thread)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20, help="forward passes per round")
@@ -53,7 +55,8 @@ def main() -> None:
         config = AlphaZeroConfig.for_game(game, **NETWORKS[game])
         network = trained_looking(build_network(config))
         shape, actions = GAMES[game]().observation_shape, GAMES[game]().num_actions
-        copies = {"float32 copy": InferenceCopy(network, "float32"), "bfloat16 copy": InferenceCopy(network, "bfloat16")}
+        copies = {f"{precision} copy, {'traced' if trace else 'eager'}": InferenceCopy(network, precision, trace=trace)
+                  for precision in ("float32", "bfloat16") for trace in (False, True)}
         for batch in args.batches:
             rng = np.random.default_rng(batch)
             observations = torch.from_numpy((rng.random((batch, *shape)) > 0.7).astype(np.float32))
@@ -77,7 +80,7 @@ def main() -> None:
             print(f"{game} {config.channels}x{config.blocks}, batch {batch}: eager float32 {eager:.2f} us/position")
             for name in copies:
                 median = statistics.median(times[name])
-                print(f"  {name:14s} {median:8.2f} us/position  {eager / median:5.2f}x   "
+                print(f"  {name:22s} {median:8.2f} us/position  {eager / median:5.2f}x   "
                       f"max error: policy {errors[name][0]:.1e}, value {errors[name][1]:.1e}")
 
 

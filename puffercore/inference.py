@@ -5,7 +5,12 @@ can be cheaper. `InferenceCopy(network, precision)` is a frozen eval-mode copy w
 batch norms folded into the convolution or linear layer before them, its weights in
 the chosen precision and convolutions in channels-last memory (oneDNN's fast layout);
 `sync(network)` refreshes it after training steps, and calling it takes and returns
-float32 tensors like the network.
+float32 tensors like the network. The first call after a sync traces the copy with that
+call's inputs into a frozen TorchScript graph (weights as constants, no Python per op):
+small networks spend most of an eager forward in module dispatch (Azul's MLP: 10.2 to
+6.7 us a position at batches of 4-64). The traced graph is checked against the eager copy
+on batches of other sizes; a network whose forward cannot be traced (data-dependent
+branches, outputs holding None) or whose trace disagrees stays eager.
 
     fast = InferenceCopy(network, precision="auto")     # bf16 where the CPU computes it natively
     with torch.inference_mode():
@@ -13,15 +18,19 @@ float32 tensors like the network.
     ...train network...
     fast.sync(network)
 
-Precision "auto" means bfloat16 on CPUs with native bf16 arithmetic (AMX or AVX512-BF16,
-where oneDNN runs bf16 convolutions and matmuls several times faster than float32) and
-float32 elsewhere; "float32" and "bfloat16" force one. bf16 keeps 8 bits of mantissa:
+Precision "auto" means bfloat16 for convolutional networks on CPUs with native bf16
+arithmetic (AMX or AVX512-BF16, where oneDNN runs bf16 convolutions several times faster
+than float32) and float32 elsewhere: an MLP's small matmuls pay more for the casts than
+they gain (Azul's, batches of 4-64: bf16 16.2 us a position, float32 10.2;
+`bench/bench_inference.py`). "float32" and "bfloat16" force one. bf16 keeps 8 bits of mantissa:
 policies and values move by about 1e-3 (`bench/bench_inference.py` prints the error).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
+import warnings
 
 import torch
 from torch import fx, nn
@@ -37,11 +46,14 @@ def native_bf16() -> bool:
     return any(getattr(cpu, name, lambda: False)() for name in checks)
 
 
-def resolve_precision(precision: str, device: torch.device | str = "cpu") -> torch.dtype:
+def resolve_precision(precision: str, device: torch.device | str = "cpu", convolutional: bool = True) -> torch.dtype:
+    """The dtype of `precision` ("auto": bf16 where the CPU computes it natively, for
+    convolutional networks only; see the module docstring)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision == "auto":
-        return torch.bfloat16 if torch.device(device).type == "cpu" and native_bf16() else torch.float32
+        native = torch.device(device).type == "cpu" and native_bf16()
+        return torch.bfloat16 if native and convolutional else torch.float32
     return torch.bfloat16 if precision == "bfloat16" else torch.float32
 
 
@@ -83,10 +95,12 @@ def _replace_module(root: nn.Module, qualified_name: str, module: nn.Module) -> 
 class InferenceCopy:
     """A frozen copy of a network for inference (see the module docstring)."""
 
-    def __init__(self, network: nn.Module, precision: str = "auto"):
+    def __init__(self, network: nn.Module, precision: str = "auto", trace: bool = True):
         device = next(network.parameters()).device
-        self.dtype = resolve_precision(precision, device)
-        self.precision = precision
+        convolutional = any(isinstance(module, nn.Conv2d) for module in network.modules())
+        self.dtype = resolve_precision(precision, device, convolutional)
+        self.precision, self.trace = precision, trace
+        self._trace_lock = threading.Lock()  # self-play threads share one copy
         self.sync(network)
 
     def sync(self, network: nn.Module) -> None:
@@ -99,6 +113,30 @@ class InferenceCopy:
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
+        self.compiled = None if self.trace else model  # traced by the next call
+
+    def _compile(self, inputs: tuple) -> nn.Module:
+        """The frozen traced graph of `self.model`, or the model itself where tracing fails
+        or the trace disagrees with it on batches of other sizes (half the rows, one row). Named-tuple outputs stay
+        eager: a trace returns plain tuples."""
+        with torch.no_grad():
+            checks = [tuple(tensor[:rows] for tensor in inputs) for rows in {max(1, len(inputs[0]) // 2), 1}]
+            expected = [self.model(*check) for check in checks]
+            if hasattr(expected[0], "_fields"):
+                return self.model
+            try:
+                with warnings.catch_warnings():
+                    # TorchScript is deprecated in favour of torch.compile, whose generated code
+                    # loses to it on these small batches (bench/bench_inference.py); where a
+                    # later torch drops it, this raises and the copy stays eager.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    traced = torch.jit.freeze(torch.jit.trace(self.model, inputs, check_trace=False))
+                for check, want in zip(checks, expected):
+                    for ours, theirs in zip(_tensors(traced(*check)), _tensors(want), strict=True):
+                        torch.testing.assert_close(ours, theirs, rtol=1e-3, atol=1e-3)
+            except Exception:  # untraceable or batch-dependent: the eager copy is always right
+                return self.model
+        return traced
 
     def _prepare(self, tensor: torch.Tensor) -> torch.Tensor:
         if not tensor.is_floating_point():
@@ -107,8 +145,17 @@ class InferenceCopy:
         return tensor.contiguous(memory_format=torch.channels_last) if self.channels_last and tensor.dim() == 4 else tensor
 
     def __call__(self, *inputs: torch.Tensor):
-        outputs = self.model(*(self._prepare(tensor) for tensor in inputs))
+        inputs = tuple(self._prepare(tensor) for tensor in inputs)
+        if self.compiled is None:
+            with self._trace_lock:
+                if self.compiled is None:
+                    self.compiled = self._compile(inputs)
+        outputs = self.compiled(*inputs)
         if isinstance(outputs, torch.Tensor):
             return outputs.float()
         floats = [output.float() if isinstance(output, torch.Tensor) else output for output in outputs]  # None too
         return type(outputs)(*floats) if hasattr(outputs, "_fields") else tuple(floats)  # named tuples too
+
+
+def _tensors(outputs) -> list:
+    return [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)

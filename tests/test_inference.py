@@ -93,8 +93,10 @@ def test_inference_copy_matches_the_network_and_follows_its_training():
     torch.testing.assert_close(exact(x, mask)[0][legal], stale[legal] + 1.0, rtol=1e-4, atol=1e-4)
 
 
-def test_precision_is_checked_and_auto_follows_the_cpu():
+def test_precision_is_checked_and_auto_follows_the_cpu_for_convolutions_only():
     assert resolve_precision("auto", "cpu") == (torch.bfloat16 if native_bf16() else torch.float32)
+    assert resolve_precision("auto", "cpu", convolutional=False) == torch.float32
+    assert InferenceCopy(nn.Linear(3, 2), "auto").dtype == torch.float32
     assert resolve_precision("float32") == torch.float32 and resolve_precision("bfloat16") == torch.bfloat16
     with pytest.raises(ValueError, match="precision must be one of"):
         resolve_precision("fp16")
@@ -119,3 +121,56 @@ def test_an_inference_copy_of_a_ppo_policy_takes_raw_observations(precision):
     tolerance = 1e-5 if precision == "float32" else 5e-2
     torch.testing.assert_close(out.params, expected.params, atol=tolerance, rtol=tolerance)
     torch.testing.assert_close(out.value, expected.value, atol=tolerance, rtol=tolerance)
+
+
+class BranchyNet(nn.Module):
+    """A forward whose branch depends on the data: a trace would bake in one branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x) if x.shape[0] > 3 else -self.layer(x)
+
+
+def test_the_first_call_traces_a_graph_that_matches_the_eager_copy_at_every_batch_size():
+    torch.manual_seed(0)
+    network = randomize_norms(ConvNet())
+    traced, eager = InferenceCopy(network, "float32"), InferenceCopy(network, "float32", trace=False)
+    for batch in (7, 1, 30, 2):  # traced with 7 rows, then other sizes
+        x, mask = torch.randn(batch, 2, 6, 7), torch.rand(batch, 3) > 0.3
+        with torch.inference_mode():
+            for ours, theirs in zip(traced(x, mask), eager(x, mask)):
+                torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    assert isinstance(traced.compiled, torch.jit.ScriptModule) and eager.compiled is eager.model
+    traced.sync(network)
+    assert traced.compiled is None  # the new weights are traced by the next call
+
+
+def test_a_forward_that_a_trace_would_get_wrong_stays_eager():
+    torch.manual_seed(0)
+    network = BranchyNet().eval()
+    copy = InferenceCopy(network, "float32")
+    with torch.inference_mode():
+        for batch in (8, 5, 2):  # traced at 8 rows: the check at one row finds the other branch
+            x = torch.randn(batch, 4)
+            torch.testing.assert_close(copy(x), network(x))
+    assert copy.compiled is copy.model
+
+
+def test_threads_sharing_one_copy_trace_it_once_and_all_get_right_answers():
+    import concurrent.futures
+
+    torch.manual_seed(0)
+    network = randomize_norms(ConvNet())
+    copy = InferenceCopy(network, "float32")
+    inputs = [(torch.randn(5 + k, 2, 6, 7), torch.rand(5 + k, 3) > 0.3) for k in range(8)]
+    with torch.inference_mode():
+        expected = [network(x, mask)[0] for x, mask in inputs]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda pair: copy(*pair)[0], inputs))
+    for answer, want in zip(answers, expected):
+        legal = torch.isfinite(want) & (want > -1e8)
+        torch.testing.assert_close(answer[legal], want[legal], rtol=1e-4, atol=1e-4)
+    assert isinstance(copy.compiled, torch.jit.ScriptModule)
