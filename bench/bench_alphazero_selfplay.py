@@ -1,6 +1,6 @@
 """AlphaZero throughput: positions searched per minute (self-play moves, each with a
 full search) by the trainer's self-play, the game's preset against the self-play
-of earlier versions (every technique off: float32 network, no MCTS-solver, no
+of earlier versions (every technique off: float32 eager network, no MCTS-solver, no
 evaluation cache) and each
 technique alone, at the same simulations per move. Rows alternate round by round and
 each keeps its best: the first runs of a process pay torch's warm-up and this machine's
@@ -24,13 +24,14 @@ from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.trainer import Trainer
 from puffercore.run import checkpoint_path
 
-EARLIER = dict(inference_precision="float32", solve=False, evaluation_cache=0)
+EARLIER = dict(inference_precision="float32", inference_trace=False, solve=False, evaluation_cache=0)
 ROWS = {
-    "earlier (all three off)": EARLIER,
-    "bfloat16 inference alone": {**EARLIER, "inference_precision": "auto"},
+    "earlier (all four off)": EARLIER,
+    "precision auto alone": {**EARLIER, "inference_precision": "auto"},
+    "traced inference alone": {**EARLIER, "inference_trace": True},
     "solver alone": {**EARLIER, "solve": True},
     "evaluation cache alone": {**EARLIER, "evaluation_cache": AlphaZeroConfig.evaluation_cache},
-    "puffercore preset (all three)": {},
+    "puffercore preset (all four)": {},
 }
 
 
@@ -93,7 +94,7 @@ def main() -> None:
     print(f"{args.game} self-play, {config.simulations} simulations per move, {config.channels}x{config.blocks} "
           f"network {'from ' + args.checkpoint if args.checkpoint else '(untrained)'}, "
           f"{config.games_per_iteration} games, {config.self_play_threads} self-play threads, best of {args.repeats}")
-    baseline = best["earlier (all three off)"]
+    baseline = best["earlier (all four off)"]
     for name, value in best.items():
         print(f"  {name:30s} {value:10.0f} positions/min   {value / baseline:5.2f}x")
     print(f"{args.game} training, batch {config.batch_size}, {config.torch_threads} torch threads")

@@ -32,8 +32,11 @@ class AlphaZeroConfig:
     minutes: float = _option(0.0, "also stop after this much training wall time (0: no limit)")
     evaluation_cache: int = _option(200_000, "positions whose evaluation each self-play thread remembers within an "
                                              "iteration (0: none)")
-    inference_precision: str = _option("auto", "self-play and evaluation network precision: auto (bfloat16 where the "
-                                               "CPU computes it natively, else float32), float32 or bfloat16")
+    inference_precision: str = _option("auto", "self-play and evaluation network precision: auto (bfloat16 for "
+                                               "convolutional networks where the CPU computes it natively, else "
+                                               "float32), float32 or bfloat16")
+    inference_trace: bool = _option(True, "run self-play's and evaluation's network as a frozen TorchScript trace "
+                                          "(false: eager PyTorch; an untraceable network stays eager anyway)")
     train_precision: str = _option("auto", "training's forward and backward: auto (bf16 mixed precision where the CPU "
                                            "computes it natively, else float32), float32 or bfloat16")
     torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")

@@ -29,7 +29,7 @@ class AlphaZeroAgent:
         self.network = network.eval()
         self.config = config
         self.game = GAMES[config.game]()
-        self.evaluate = make_evaluator(self.network, config.inference_precision)
+        self.evaluate = make_evaluator(self.network, config.inference_precision, config.inference_trace)
         if config.evaluation_cache:  # evaluation games start alike: their searches repeat positions
             self.evaluate = CachedEvaluator(self.evaluate, config.evaluation_cache)
 

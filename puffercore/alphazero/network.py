@@ -78,12 +78,12 @@ class PolicyValueNet(nn.Module):
         return logits, self.value_head(features)
 
 
-def make_evaluator(network: PolicyValueNet, precision: str = "float32"):
+def make_evaluator(network: PolicyValueNet, precision: str = "float32", trace: bool = True):
     """The BatchedMCTS evaluator of a network: priors (softmax over legal actions) and
     values for a batch of leaves, one forward pass, no gradients, on an inference copy
     of the network's current weights (`puffercore.inference`: batch norms folded, in
-    `precision`)."""
-    model = InferenceCopy(network, precision)
+    `precision`, traced unless `trace` is false)."""
+    model = InferenceCopy(network, precision, trace)
 
     @torch.inference_mode()
     def evaluate(observations: np.ndarray, legal_masks: np.ndarray):

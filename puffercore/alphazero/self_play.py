@@ -37,7 +37,7 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
     and T, not on thread timing."""
     games = len(game_seeds)
     threads = min(config.self_play_threads, games)
-    evaluate = make_evaluator(network, config.inference_precision)
+    evaluate = make_evaluator(network, config.inference_precision, config.inference_trace)
     shares = [range(k, games, threads) for k in range(threads)]
     slots = max(1, config.parallel_games // threads)
 
