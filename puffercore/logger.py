@@ -1,10 +1,12 @@
 """Metrics for trainers: each `log(step, scalars)` goes to a CSV file in the run
 directory, to TensorBoard event files (when tensorboard is installed) and to Weights &
-Biases (only when asked for and installed). `console_view` renders the same dict for a
-terminal.
+Biases (only when asked for and installed); `video(step, tag, path)` puts an MP4 the
+run wrote beside them in TensorBoard (an animated GIF in its image tab) and W&B.
+`console_view` renders the scalars for a terminal.
 
     logger = Logger(run_dir, config=asdict(config))
     logger.log(global_step, {"episode_return": 21.5, "loss/policy": 0.01})
+    logger.video(global_step, "eval/video", "runs/.../videos/update-000010.mp4")
     logger.close()
 """
 
@@ -80,6 +82,24 @@ class Logger:
                 self._tensorboard.add_scalar(key, value, step)
         if self._wandb is not None:
             self._wandb.log(dict(scalars), step=step)
+
+    def video(self, step: int, tag: str, path: str) -> None:
+        """The MP4 at `path` (already in the run directory) under `tag`: to TensorBoard as
+        an animated GIF (what its `add_video` writes, which needs moviepy; here imageio
+        encodes it, `video.gif_preview`) and to W&B as the MP4 itself."""
+        if self._tensorboard is not None:
+            from tensorboard.compat.proto.summary_pb2 import Summary
+
+            from puffercore.video import gif_preview
+
+            data, height, width = gif_preview(path)
+            image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
+            self._tensorboard._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]),
+                                                             step)
+        if self._wandb is not None:
+            import wandb
+
+            self._wandb.log({tag: wandb.Video(path, format="mp4")}, step=step)
 
     def _rewrite_csv(self) -> None:
         with open(self.csv_path, "w", newline="") as file:

@@ -30,7 +30,8 @@ DEFAULT_NAME = "learning_curve.png"
 # Config fields that say how a run ran, not what it learned (PPO's resumable fields but
 # its budget, AlphaZero's threads): seeds of one experiment differ in these alone.
 HOW_IT_RAN = frozenset({"seed", "run_dir", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
-                        "wandb_project", "quiet", "checkpoint_interval", "self_play_threads"})
+                        "wandb_project", "quiet", "checkpoint_interval", "eval_interval", "eval_episodes",
+                        "capture_video", "self_play_threads"})
 METRIC_LABELS = {
     "episode_return": "episode return",
     "recent_return": f"return (mean of the last {RECENT_EPISODES} episodes)",

@@ -7,7 +7,9 @@ binary, so recording downloads nothing).
     recorder.capture(vec)                      # vec.render() (its env 0) is the next frame
     recorder.close()
 
-`puffercore.ppo.evaluate(..., video=PATH)` and `puffercore eval --video PATH` use it.
+`puffercore.ppo.evaluate(..., video=PATH)`, `puffercore eval --video PATH` and training's
+`--capture-video` (`puffercore.ppo.evaluation`) use it; `gif_preview(path)` is the small
+animated GIF of an MP4 that TensorBoard's image tab plays.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import os
 from typing import Any
 
@@ -72,27 +75,17 @@ class VideoRecorder:
     and played at the env's `render_fps` (DEFAULT_FPS when its metadata has none)."""
 
     def __init__(self, path: str):
-        try:
-            import imageio.v2 as imageio
-            import imageio_ffmpeg  # noqa: F401  (imageio's FFMPEG plugin runs the ffmpeg this ships)
-        except ImportError as error:
-            raise ImportError(f"recording video needs imageio and imageio-ffmpeg ({error.name} is missing): "
-                              f"{INSTALL}") from None
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"{path}: the folder {folder} does not exist")
         self.path = path
         self.frames = 0
-        self._imageio = imageio
+        self._imageio = require_encoder()
         self._writer = None
 
     def capture(self, vec) -> None:
         """Append `vec.render()`, a uint8 [height, width, 3] frame, to the video."""
-        frame = vec.render()
-        if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3):
-            got = f"{frame.dtype} {list(frame.shape)}" if isinstance(frame, np.ndarray) else repr(frame)[:40]
-            raise ValueError(f"the env has no rgb_array render: render() gave {got}, not a uint8 [height, width, 3] "
-                             f"frame (its render modes: {vec.metadata.get('render_modes')})")
+        frame = rgb_frame(vec)
         if self._writer is None:
             # H.264 in yuv420p (what every player plays) needs even sides; macro_block_size=2
             # pads odd ones by a pixel instead of imageio's default resize to multiples of 16.
@@ -105,3 +98,47 @@ class VideoRecorder:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def require_encoder():
+    """imageio's v2 API, after checking that imageio-ffmpeg is there to encode MP4s;
+    ImportError naming the extra otherwise."""
+    try:
+        import imageio.v2 as imageio
+        import imageio_ffmpeg  # noqa: F401  (imageio's FFMPEG plugin runs the ffmpeg this ships)
+    except ImportError as error:
+        raise ImportError(f"recording video needs imageio and imageio-ffmpeg ({error.name} is missing): "
+                          f"{INSTALL}") from None
+    return imageio
+
+
+def rgb_frame(vec) -> np.ndarray:
+    """`vec.render()` (its env 0), checked to be a uint8 [height, width, 3] frame;
+    ValueError naming what the env gave instead."""
+    frame = vec.render()
+    if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3):
+        got = f"{frame.dtype} {list(frame.shape)}" if isinstance(frame, np.ndarray) else repr(frame)[:40]
+        raise ValueError(f"the env has no rgb_array render: render() gave {got}, not a uint8 [height, width, 3] "
+                         f"frame (its render modes: {vec.metadata.get('render_modes')})")
+    return frame
+
+
+def gif_preview(path: str, max_width: int = 320, max_fps: float = 10.0) -> tuple[bytes, int, int]:
+    """The MP4 at `path` as a small animated GIF, for an event file that holds every video
+    a run logs: its sides cut by the smallest whole step that makes it at most
+    `max_width` wide, and every k-th frame kept, the smallest k that plays it at most at
+    `max_fps` (encoding the GIF takes most of the time: a 500-frame CartPole episode took
+    5 s at 50 fps, 1 s at 10), at the same speed. Returns (GIF bytes, height, width)."""
+    imageio = require_encoder()
+    with imageio.get_reader(path, format="FFMPEG") as reader:
+        fps = reader.get_meta_data().get("fps") or DEFAULT_FPS
+        every = math.ceil(fps / max_fps)
+        frames = [frame for index, frame in enumerate(reader) if index % every == 0]
+    if not frames:
+        raise ValueError(f"{path} holds no frames")
+    step = -(-frames[0].shape[1] // max_width)
+    frames = np.stack(frames)[:, ::step, ::step]
+    import imageio.v3
+
+    data = imageio.v3.imwrite("<bytes>", frames, extension=".gif", duration=1000 * every / fps, loop=0)
+    return data, frames.shape[1], frames.shape[2]

@@ -1,6 +1,6 @@
 """Data-parallel PPO under torchrun on this machine's CPU (gloo): 2 ranks train one model
 (identical parameters and normalization statistics after every update), rank 0 alone
-writes, resume needs the same world size, and a rank that raises ends the job."""
+writes and evaluates, resume needs the same world size, and a rank that raises ends the job."""
 
 import os
 import subprocess
@@ -10,6 +10,7 @@ import time
 import pytest
 
 from puffercore import checkpoint, logger, ppo, run
+from puffercore.ppo.evaluation import BEST_NAME
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "distributed_ppo.py")
 
@@ -28,7 +29,7 @@ def digests(out, rank):
 def test_two_ranks_train_one_model_and_resume(tmp_path):
     out, run_dir = tmp_path / "out", tmp_path / "run"
     out.mkdir()
-    result = torchrun(out, run_dir)
+    result = torchrun(out, run_dir, "--eval-interval", 2)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "rank 0 world 2 update 4 step 1024" in result.stdout  # total_timesteps counts both ranks
     first = digests(out, 0)
@@ -37,6 +38,8 @@ def test_two_ranks_train_one_model_and_resume(tmp_path):
     rows = logger.read_csv(run_dir / "metrics.csv")
     steps = [row["step"] for row in rows]
     assert steps == sorted(set(steps)) and steps[-1] == 1024  # one writer
+    assert [row["update"] for row in rows if "eval/mean_return" in row] == [2, 4]  # rank 0's evaluations
+    assert os.path.isfile(run_dir / BEST_NAME)
     saved = checkpoint.load(run_dir / run.CHECKPOINT_NAME)
     assert saved["world_size"] == 2 and saved["counters"]["update"] == 4
 

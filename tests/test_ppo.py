@@ -407,7 +407,9 @@ def test_total_timesteps_is_met_not_rounded_down(tmp_path):
 
 def test_named_seeds_are_distinct_and_reproducible():
     seeds = seeding.named_seeds(7, ppo.SEED_NAMES)
-    assert set(seeds) == {"envs", "torch", "sampling"} and len(set(seeds.values())) == 3
+    assert set(seeds) == {"envs", "torch", "sampling", "eval"} and len(set(seeds.values())) == 4
+    # The evaluation env's seed came last, so runs seeded before it train as they did.
+    assert seeding.named_seeds(7, ("envs", "torch", "sampling")) == {name: seeds[name] for name in ppo.SEED_NAMES[:3]}
     assert seeds == seeding.named_seeds(7, ppo.SEED_NAMES) and seeds != seeding.named_seeds(8, ppo.SEED_NAMES)
 
 

@@ -41,6 +41,11 @@ class PPOConfig:
     tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
     wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
     quiet: bool = _option(False, "run", "no console view")
+    eval_interval: int = _option(0, "run", "updates between evaluations (deterministic actions on a separate env, "
+                                 "frozen normalization; eval/* metrics, the best policy in best.pt); 0: none")
+    eval_episodes: int = _option(10, "run", "episodes per evaluation")
+    capture_video: bool = _option(False, "run", "record the first episode of each evaluation to videos/ in the run "
+                                  "directory (MP4; TensorBoard, W&B); needs eval_interval and an rgb_array render")
     # vec
     backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs",
                            ("auto", "serial", "threads", "processes"))
@@ -102,9 +107,9 @@ class PPOConfig:
 
         check_fields(self)
         for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size",
-                     "num_layers", "frame_stack"):
+                     "num_layers", "frame_stack", "eval_episodes"):
             require(getattr(self, name) >= 1, name, "a positive int")
-        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size"):
+        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size", "eval_interval"):
             require(getattr(self, name) >= 0, name, "a non-negative int")
         for name in ("gamma", "gae_lambda", "prio_beta0"):
             require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
@@ -114,6 +119,9 @@ class PPOConfig:
             require(getattr(self, name) >= 0, name, "a non-negative number")
         require(self.batch_size == 0 or self.num_envs % self.batch_size == 0, "batch_size",
                 f"0 or a divisor of num_envs={self.num_envs}")
+        require(not self.capture_video or self.eval_interval > 0, "capture_video",
+                "False when eval_interval is 0 (the video is the first episode of each evaluation: give eval_interval "
+                "too, e.g. --eval-interval 10)")
         check_device(self.device)
 
 

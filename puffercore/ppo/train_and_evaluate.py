@@ -8,8 +8,10 @@
 
 Checkpoints are taken at rollout boundaries every `checkpoint_interval` updates, at the
 end, and when SIGINT (Ctrl-C) or SIGTERM asks the run to stop (`run.StopSignals`: the
-update in progress is finished first, on every rank together); they hold model, optimizer, RNG streams, counters and normalization
-statistics. Env state in general cannot be snapshotted (a C env struct array, a
+update in progress is finished first, on every rank together), or a callback does
+(`ppo.callbacks`); they hold model, optimizer, RNG streams, counters and normalization
+statistics. Evaluation during training (`eval_interval`) and its best.pt are
+`ppo.evaluation`'s. Env state in general cannot be snapshotted (a C env struct array, a
 gymnasium env in another process), so a resumed run starts its envs with a reset seeded
 by (env seed, update): it is deterministic (the same checkpoint resumes to the same
 result on CPU) but it is not the uninterrupted run, whose episodes went on.
@@ -31,11 +33,12 @@ import torch
 
 from puffercore import checkpoint, env_sources, logger, run
 from puffercore.checks import check_int
-from puffercore.ppo.policy import Policy
+from puffercore.ppo.callbacks import CallbackList, Until
 from puffercore.ppo.config import PPOConfig
-from puffercore.ppo.parts import make_policy, make_vector, transformed
+from puffercore.ppo.evaluation import Evaluator, eval_vector, play, set_observation_statistics
+from puffercore.ppo.parts import make_policy
+from puffercore.ppo.policy import Policy
 from puffercore.ppo.trainer import Trainer
-from puffercore.transforms import Normalize
 from puffercore.video import VideoRecorder, rendering_env
 
 
@@ -44,11 +47,13 @@ CHECKPOINT_KEYS = ("env", "config", "model", "optimizer", "rng", "counters")
 # What a resumed run may change: the budget, where it runs and how it reports. Everything
 # else would make the resumed run a different experiment.
 RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
-                    "wandb_project", "quiet", "checkpoint_interval", "compile")
+                    "wandb_project", "quiet", "checkpoint_interval", "compile", "eval_interval", "eval_episodes",
+                    "capture_video")
 
 
 def train(config: PPOConfig | None = None, env: Any = None, resume: str | None = None,
-          stop_after: int | None = None, until: Callable[[Trainer], bool] | None = None) -> Trainer:
+          stop_after: int | None = None, until: Callable[[Trainer], bool] | None = None,
+          callbacks: list | tuple = ()) -> Trainer:
     """Train PPO on `env` (see `Trainer`); returns the (closed) Trainer.
 
     `resume`: a run directory to continue from its checkpoint, with its saved env and
@@ -59,9 +64,13 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     after that many updates of this call (checkpointing as at the end), as a preempted
     job would. `until(trainer)`: called after each update (on every rank of a torchrun
     job, where rank 0's answer counts); True ends the run early (benchmarks stop at a
-    target return). SIGINT or SIGTERM ends the run after the update in progress, with a
-    checkpoint (`trainer.interrupted` names the signal); the handlers cover the trainer's
-    whole life, closing included, so that a signal a moment late kills nothing."""
+    target return). `callbacks`: `ppo.Callback`s, called at the end of each rollout,
+    update and evaluation (`ppo.callbacks`); one that returns False ends the run as
+    `until` does (`trainer.stopped_by` names it). SIGINT or SIGTERM ends the run after
+    the update in progress, with a checkpoint (`trainer.interrupted` names the signal);
+    the handlers cover the trainer's whole life, closing included, so that a signal a
+    moment late kills nothing."""
+    hooks = CallbackList([*callbacks, *([Until(until)] if until is not None else [])])
     saved = None
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
@@ -76,7 +85,7 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
         try:
             if saved is not None:
                 trainer.load_state_dict(saved)
-            _run(trainer, signals, stop_after, until, resumed=saved is not None)
+            _run(trainer, signals, stop_after, hooks, resumed=saved is not None)
         except BaseException:
             trainer.close(failed=True)
             raise
@@ -98,20 +107,29 @@ def resumed_config(saved: dict[str, Any], config: PPOConfig | dict[str, Any] | N
     return PPOConfig(**{**saved, **overrides})
 
 
-def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, until, resumed: bool) -> None:
+def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hooks: CallbackList,
+         resumed: bool) -> None:
     """The update loop. Under torchrun only rank 0 writes (run files, metrics, console,
-    checkpoints) and decides when to log and stop; the other ranks follow its decisions,
-    so their collectives always line up. A stop signal on any rank stops every rank
-    after the same update."""
+    checkpoints), evaluates and decides when to log and stop; the other ranks follow its
+    decisions, so their collectives always line up. A stop signal on any rank stops
+    every rank after the same update."""
     config, group = trainer.config, trainer.group
     trainer.run_dir = trainer.run_dir or run.create_run_dir(trainer.env_name, config.seed, group)
-    metrics = None
+    metrics = evaluator = None
     if group.is_main:
         run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
                             trainer.seeds)
-        metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
-                                wandb_project=config.wandb_project or None,
-                                resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
+        if config.eval_interval:  # before the logger: a run that can't evaluate fails before it writes metrics
+            # Greedy actions on the CPU, where _greedy adds the action head's offsets.
+            evaluator = Evaluator(trainer, lambda out: _greedy(trainer.policy, out.params.cpu()), resumed)
+        try:
+            metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
+                                    wandb_project=config.wandb_project or None,
+                                    resume_step=trainer.global_step if resumed else None, quiet=config.quiet)
+        except BaseException:
+            if evaluator is not None:
+                evaluator.close()
+            raise
     quiet = config.quiet or not group.is_main
     interactive = sys.stdout.isatty() and not quiet
     start = time.perf_counter() - sum(trainer.timers.values())  # a resumed run counts its earlier time
@@ -123,6 +141,7 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, unt
             if trainer.update == first_update:
                 trainer.reset_envs()
             trainer.collect()
+            hooks.rollout_end(trainer)
             learn_start = time.perf_counter()
             trainer.learn()
             trainer.timers["learn"] += time.perf_counter() - learn_start
@@ -130,16 +149,26 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, unt
             trainer.global_step += trainer.transitions_per_update
 
             finished = trainer.update == trainer.num_updates
+            evaluated = None
+            if evaluator is not None and evaluator.due(trainer.update, finished):
+                evaluated = evaluator(trainer)
+                hooks.evaluated(trainer, evaluated)
+                if evaluated.video is not None:
+                    metrics.video(trainer.global_step, "eval/video", evaluated.video)
+            hooks.update_end(trainer)
             trainer.interrupted = signals.received(group)
             stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
-                bool(until and until(trainer)) or trainer.interrupted is not None
-            log_now = finished or stopped or time.perf_counter() - last_log >= config.log_interval
+                hooks.stopped_by is not None or trainer.interrupted is not None
+            log_now = finished or stopped or evaluated is not None or \
+                time.perf_counter() - last_log >= config.log_interval
             log_now, stopped = (bool(group.from_main(decision)) for decision in (log_now, stopped))
+            trainer.stopped_by = hooks.stopped_by
             if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
                 trainer.save_checkpoint()
             if log_now:
                 last_log = time.perf_counter()
                 scalars = trainer.metrics(time.perf_counter() - start)  # every rank: episode stats are gathered
+                scalars.update(hooks.take_metrics())
                 if metrics is not None:
                     metrics.log(trainer.global_step, scalars)
                 if not quiet:
@@ -156,6 +185,8 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, unt
         trainer.save_checkpoint()
     finally:
         trainer.elapsed = time.perf_counter() - start
+        if evaluator is not None:
+            evaluator.close()
         if metrics is not None:
             metrics.close()
 
@@ -178,12 +209,13 @@ def _duration(seconds: float) -> str:
 def summary(trainer: Trainer) -> str:
     """One line on how a run ended: steps, time, the recent return, where it is."""
     recent = trainer.recent_return()
-    ended = f"interrupted by {trainer.interrupted.name}" if trainer.interrupted else "done"
+    ended = f"interrupted by {trainer.interrupted.name}" if trainer.interrupted else \
+        f"stopped by the callback {trainer.stopped_by}" if trainer.stopped_by else "done"
     return (f"{ended}: {trainer.global_step:,} steps in {_duration(trainer.elapsed)} "
             f"({trainer.global_step / max(trainer.elapsed, 1e-9):,.0f} steps/s)"
             + (f", recent return {recent:.2f}" if recent is not None else "")
             + f"; run directory {trainer.run_dir}"
-            + (f" (checkpoint saved: puffercore train --resume {trainer.run_dir})" if trainer.interrupted else ""))
+            + (f" (checkpoint saved: puffercore train --resume {trainer.run_dir})" if ended != "done" else ""))
 
 
 def saved_env_spec(path: str) -> str | None:
@@ -222,56 +254,31 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     env = env_sources.resolve_saved(state["env"], env, path)
     if recorder is not None or on_render is not None:
         env = rendering_env(env, "rgb_array" if recorder is not None else "ansi")
-    one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
-                                  backend="serial" if config.backend != "threads" else "threads")
-    vec = make_vector(env, one_env, seed=seed)
+    vec = eval_vector(env, config, seed=seed)
     try:
-        # Observations normalized with the training statistics, frozen; rewards left raw,
-        # so that the returns are the env's.
-        vec = transformed(vec, dataclasses.replace(config, norm_reward=False))
-        if isinstance(vec, Normalize):
-            vec.load_state_dict({"observations": state["normalize"]["observations"]})
-            vec.freeze()
+        set_observation_statistics(vec, (state["normalize"] or {}).get("observations"))
         policy = make_policy(vec, config)
         policy.load_state_dict(state["model"])
     except BaseException:
         vec.close()
         raise
     generator = torch.Generator().manual_seed(seed)
-    reported: list[float] = []  # the episodes of the env's info (a mean repeated for each episode of a step)
-    summed: list[float] = []  # reward sums of the rows that ended, for an env that reports none
+
+    def act(out) -> torch.Tensor:
+        return _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
+
+    def before_step(vec, ended: int) -> None:
+        if recorder is not None:
+            recorder.capture(vec)
+        if on_render is not None:
+            on_render(vec.render())
+
     try:
-        obs, _ = vec.reset(seed=seed)
-        episode_returns = np.zeros(vec.num_agents)
-        recurrent = policy.initial_state(vec.num_agents, "cpu")
-        for _ in range(max_steps):
-            if len(reported) >= episodes:
-                break
-            if recorder is not None:
-                recorder.capture(vec)
-            if on_render is not None:
-                on_render(vec.render())
-            live = vec.masks.copy()
-            out = policy(torch.as_tensor(obs), recurrent)
-            actions = _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
-            obs, rewards, terminals, truncations, info = vec.step(policy.head.to_env(actions))
-            done = (terminals | truncations) & live
-            episode_returns += rewards * live
-            if on_step is not None:
-                on_step(vec.final_observations[0] if done[0] else obs[0], float(rewards[0]))
-            if "episode_return" in info:
-                reported += [float(info["episode_return"])] * round(info["episodes"])
-            summed += episode_returns[done].tolist()
-            episode_returns[done] = 0.0
-            recurrent = None if out.state is None else tuple(
-                part * torch.as_tensor(~done, dtype=torch.float32)[:, None] for part in out.state)
-        else:
-            (reported if reported else summed).extend(episode_returns[vec.masks].tolist())
+        return play(policy, vec, episodes, act, seed, max_steps, before_step, on_step).returns
     finally:
         vec.close()
         if recorder is not None:
             recorder.close()
-    return (reported if reported else summed)[:episodes]
 
 
 def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:

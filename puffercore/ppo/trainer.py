@@ -36,7 +36,7 @@ from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
 
 
-SEED_NAMES = ("envs", "torch", "sampling")
+SEED_NAMES = ("envs", "torch", "sampling", "eval")  # eval: the evaluation env (ppo.evaluation)
 
 
 class Trainer:
@@ -48,6 +48,7 @@ class Trainer:
         config.validate()
         source = env_sources.resolve(env)
         self.env_name, self.env_spec, self.config = source.name, source.spec, config
+        self.source = source  # what the evaluation env is made from (ppo.evaluation)
         self.owns_vec = source.vector is None
         self.group = Group.from_environment(config.device)  # torchrun's ranks, or this process alone
         self.device = torch.device(self.group.device(config.device))
@@ -88,6 +89,7 @@ class Trainer:
         self.global_step = 0
         self.elapsed = 0.0  # seconds of training, earlier sessions of a resumed run included
         self.interrupted: signal.Signals | None = None  # the signal that stopped the run early (Ctrl-C: SIGINT)
+        self.stopped_by: str | None = None  # the callback that stopped the run early (ppo.callbacks)
         self.saved_update: int | None = None  # the update of the last checkpoint written or resumed from
         self.timers = {"env": 0.0, "inference": 0.0, "learn": 0.0}
         self.episodes = EpisodeStats(self.group)

@@ -1,10 +1,11 @@
 """Run under torchrun by tests/test_distributed.py: PPO on the native CartPole, each rank
 writing a digest of its parameters after every update to OUT/rank<R>.txt, so the test
 can check that all ranks hold the same model, and how it ended (the signal that stopped
-it, if one did). `--fail-at N`: rank 1 raises at update N.
+it, if one did). `--fail-at N`: rank 1 raises at update N; `--eval-interval N`: rank 0
+evaluates every N updates.
 
     torchrun --standalone --nproc-per-node 2 tests/scripts/distributed_ppo.py OUT RUN_DIR [--resume] [--fail-at N]
-        [--updates N] [--stop-after N]
+        [--updates N] [--stop-after N] [--eval-interval N]
 
 RUN_DIR "" trains in a new directory under ./runs.
 """
@@ -24,6 +25,7 @@ parser.add_argument("--resume", action="store_true")
 parser.add_argument("--fail-at", type=int, default=0)
 parser.add_argument("--updates", type=int, default=4)
 parser.add_argument("--stop-after", type=int, default=None, help="updates of this call at most (ppo.train's stop_after)")
+parser.add_argument("--eval-interval", type=int, default=0)
 args = parser.parse_args()
 rank = int(os.environ["RANK"])
 digests = open(os.path.join(args.out, f"rank{rank}.txt"), "a")
@@ -42,6 +44,7 @@ def record(trainer) -> bool:
 config = ppo.PPOConfig.for_env("cartpole", num_envs=8, horizon=16, minibatch_size=64, backend="serial",
                                total_timesteps=2 * 8 * 16 * args.updates, quiet=True, tensorboard=False,
                                run_dir=args.run_dir, log_interval=0.0, norm_obs=True, norm_reward=True,
+                               eval_interval=args.eval_interval, eval_episodes=2,
                                compile="false")  # a budget of 100000 updates would compile under "auto"
 if args.resume:
     trainer = ppo.train({"total_timesteps": 2 * 8 * 16 * args.updates}, resume=args.run_dir, until=record,
