@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from puffercore.inference import InferenceCopy, native_bf16
-from puffercore.ppo.policy import Policy
+from puffercore.ppo.default_policy import DefaultPolicy
 
 # name: (observation space, action space, policy keywords, rows per batch)
 POLICIES = {
@@ -43,7 +43,7 @@ POLICIES = {
 }
 
 
-def ways(policy: Policy):
+def ways(policy: DefaultPolicy):
     """name -> a function of (observations, generator) that returns (actions, log-probs, values)."""
 
     def sampled(forward, context):
@@ -84,7 +84,7 @@ def main() -> None:
     for name in args.presets:
         observation_space, action_space, keywords, rows = POLICIES[name]
         torch.manual_seed(0)
-        policy = Policy(observation_space, action_space, **keywords)
+        policy = DefaultPolicy(observation_space, action_space, **keywords)
         observations = torch.as_tensor(np.stack([observation_space.sample() for _ in range(rows)]))
         generator = torch.Generator().manual_seed(0)
         runs = ways(policy)

@@ -44,7 +44,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from puffercore.ppo.policy import Policy
+from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, Trainer, make_optimizer
 from puffercore.ppo.config import ATARI_PRESET, MUJOCO_PRESET
 
@@ -157,8 +157,8 @@ def timed_updates(model: torch.nn.Module, optimizer: torch.optim.Optimizer, obse
 def atari_pair(batch: int):
     """(puffercore's policy, CleanRL's layout of the same weights, a minibatch of frames)."""
     observation_space = gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    ours = Policy(observation_space, gymnasium.spaces.Discrete(4), shared_trunk=True)
-    theirs = Policy(observation_space, gymnasium.spaces.Discrete(4), shared_trunk=True)
+    ours = DefaultPolicy(observation_space, gymnasium.spaces.Discrete(4), shared_trunk=True)
+    theirs = DefaultPolicy(observation_space, gymnasium.spaces.Discrete(4), shared_trunk=True)
     theirs.load_state_dict(ours.state_dict())
     theirs.encoder.to(memory_format=torch.contiguous_format)
     # Frames as stored, NCHW, as CleanRL's `x / 255.0`.
@@ -170,8 +170,8 @@ def mujoco_pair(batch: int):
     """(puffercore's policy, the same weights for CleanRL's side, a minibatch of observations)."""
     observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (17,), np.float32)
     action_space = gymnasium.spaces.Box(-1, 1, (6,), np.float32)
-    ours = Policy(observation_space, action_space)
-    theirs = Policy(observation_space, action_space)
+    ours = DefaultPolicy(observation_space, action_space)
+    theirs = DefaultPolicy(observation_space, action_space)
     theirs.load_state_dict(ours.state_dict())
     return ours, theirs, torch.randn(batch, 17)
 

@@ -6,8 +6,10 @@
     puffercore train my_envs:MyEnv                  # any env class or creator, imported
     puffercore train --config runs/cartpole-.../config.json
     puffercore train --resume runs/cartpole-...     # continue from the run's checkpoint
+    puffercore train connect4 --policy my_policies:BoardCNN   # a network of your own (ppo.ActorCritic)
     puffercore eval --checkpoint runs/cartpole-.../checkpoint.pt --render
     puffercore eval --checkpoint runs/cartpole-... --video cartpole.mp4 --episodes 3
+    puffercore export runs/cartpole-... --format onnx   # the policy as runs/cartpole-.../policy.onnx
     puffercore bench compare_training               # runs bench/compare_training.py
     puffercore plot runs/cartpole-...               # learning_curve.png
     puffercore plot runs/cartpole-*-seed* --x time --output curve.pdf   # seeds: mean and a band
@@ -32,6 +34,7 @@ from puffercore import env_sources, ppo
 from puffercore.alphazero import cli as alphazero_cli
 from puffercore.flags import add_dataclass_flags, dataclass_overrides
 from puffercore.ppo.config import SWEEP_TABLE, read_config_file
+from puffercore.ppo.export import FORMATS as EXPORT_FORMATS
 from puffercore.video import render_modes
 
 
@@ -44,7 +47,7 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.resume:
         if args.config:
             parser.error("--resume continues a run with its saved config; give flags to change what may change")
-        trainer = ppo.train(overrides, args.env, resume=args.resume)
+        trainer = ppo.train(overrides, args.env, resume=args.resume, policy=args.policy)
     else:
         values = read_config_file(args.config) if args.config else {}
         values.pop(SWEEP_TABLE, None)  # a sweep's file: its base config trains
@@ -61,13 +64,13 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         if args.seeds:
             from puffercore.sweep import seeds_summary, train_seeds
 
-            results = train_seeds(config, env, args.seeds, args.jobs)
+            results = train_seeds(config, env, args.seeds, args.jobs, policy=args.policy)
             print(seeds_summary(results))
             stopped = max(result["interrupted"] for result in results)
             if stopped:
                 sys.exit(128 + stopped)  # as for one run a signal ended
             return
-        trainer = ppo.train(config, env)
+        trainer = ppo.train(config, env, policy=args.policy)
     if trainer.group.is_main:  # under torchrun, one line for the job
         print(ppo.summary(trainer))
     if trainer.interrupted:
@@ -107,7 +110,8 @@ def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
 
     returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
                            max_steps=args.max_steps, on_step=record if args.render else None, env=args.env,
-                           video=args.video, on_render=pictures.append if own_picture else None)
+                           video=args.video, on_render=pictures.append if own_picture else None,
+                           policy=args.policy)
     if args.render:
         frames = [picture.rstrip("\n") + f"\nreward={reward:.1f}" for picture, reward in zip(pictures, rewards)] \
             if own_picture else [" ".join(f"{float(value):+.3f}" for value in observation) + f"  reward={reward:.1f}"
@@ -119,6 +123,11 @@ def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     print("returns:", " ".join(f"{value:.1f}" for value in returns))
     if args.video:
         print(f"video: {args.video}")
+
+
+def _export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    path = ppo.export_policy(args.run, args.format, output=args.output, policy=args.policy)
+    print(f"wrote {path}")
 
 
 def _bench_dir() -> str:
@@ -189,6 +198,9 @@ def _version() -> str:
         return "unknown"
 
 
+POLICY_HELP = "an ActorCritic class of yours, imported (puffercore.ppo.policy)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="puffercore", description="puffercore: train, evaluate and benchmark RL agents")
     parser.add_argument("--version", action="version", version=f"puffercore {_version()}")
@@ -207,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train one run per seed, side by side in processes (runs/ENV-SEED-TIME each, or RUN_DIR-seedS with "
         "--run-dir), and print the final return's mean and spread"))
     train.add_argument("--jobs", type=int, metavar="N", help="with --seeds: runs at once (default: all)")
+    train.add_argument("--policy", metavar="MODULE:CLASS", help=POLICY_HELP + " (default: the MLP, LSTM or CNN the "
+                       "policy options describe); with --resume, the policy the run was trained with")
     add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
                         prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".",
                         aliases={"compile": ("--compile",)})
@@ -226,7 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--render-steps", type=int, default=5, help="frames to print with --render (default 5)")
     evaluate.add_argument("--video", metavar="FILE", help=(
         "record the episodes into an MP4 from the env's rgb_array render (pip install \"puffercore[video]\")"))
+    evaluate.add_argument("--policy", metavar="MODULE:CLASS", help=POLICY_HELP + ", when the run was trained with one")
     evaluate.set_defaults(handler=_eval, command_parser=evaluate)
+
+    export = commands.add_parser("export", help="write a run's policy as ONNX or TorchScript", description=(
+        "Write the policy of a checkpoint as one file that acts without puffercore (onnxruntime, torch.jit.load): "
+        "observation normalization folded in, action masks applied; inputs observations (and a recurrent policy's "
+        "state_0, ...), outputs the greedy actions, the distribution's params and the value (puffercore.ppo.export)."))
+    export.add_argument("run", metavar="RUN", help="a run directory or its checkpoint.pt")
+    export.add_argument("--format", required=True, choices=tuple(EXPORT_FORMATS),
+                        help="onnx (needs the onnx package) or torchscript")
+    export.add_argument("--output", metavar="FILE", help="where to write it (default RUN/policy.onnx or RUN/policy.pt)")
+    export.add_argument("--policy", metavar="MODULE:CLASS", help=POLICY_HELP + ", when the run was trained with one")
+    export.set_defaults(handler=_export, command_parser=export)
 
     bench = commands.add_parser("bench", help="run a benchmark script from bench/", description=(
         "Run bench/SCRIPT.py with the remaining arguments, e.g. `puffercore bench compare_training`."))

@@ -57,7 +57,7 @@ def resolve(env: Any) -> EnvSource:
             f"num_envs envs itself, so pass {type(env).__name__} (the class) or a lambda that makes one")
     if not callable(env):
         raise TypeError(f"env must be a name, an env class, a creator or a vector env, got {env!r}")
-    return EnvSource(name=getattr(env, "__name__", type(env).__name__).lower(), spec=_importable_name(env),
+    return EnvSource(name=getattr(env, "__name__", type(env).__name__).lower(), spec=importable_name(env),
                      creator=env, native=_is_native_class(env))
 
 
@@ -163,34 +163,36 @@ def _resolve_name(name: str) -> EnvSource:
     if name.startswith(GYMNASIUM_PREFIX):
         raise ValueError(f"unknown gymnasium env id {name.removeprefix(GYMNASIUM_PREFIX)!r} in env={name!r}")
     if ":" in name:
-        return dataclasses.replace(resolve(_import_attribute(name)), name=name, spec=name)
+        return dataclasses.replace(resolve(import_attribute(name)), name=name, spec=name)
     raise ValueError(
         f"unknown env {name!r}; expected an ocean env ({', '.join(sorted(OCEAN_ENVS))}), a gymnasium id "
         f"(e.g. Acrobot-v1 or {GYMNASIUM_PREFIX}Acrobot-v1), an Atari game ({ATARI_PREFIX}Breakout or "
         f"ALE/Breakout-v5) or module:attribute (e.g. my_envs:MyEnv)")
 
 
-def _import_attribute(name: str) -> Any:
+def import_attribute(name: str, what: str = "env") -> Any:
+    """The attribute `module:attribute` names, imported (the user's own name for an env
+    or a policy, never one read from a file); ValueError naming `what` it was for."""
     module_name, _, attribute = name.partition(":")
     try:
         target = importlib.import_module(module_name)
     except ImportError as error:
-        raise ValueError(f"env {name!r}: cannot import module {module_name!r} ({error})") from None
+        raise ValueError(f"{what} {name!r}: cannot import module {module_name!r} ({error})") from None
     for part in attribute.split("."):
         if not hasattr(target, part):
-            raise ValueError(f"env {name!r}: module {module_name!r} has no attribute {attribute!r}")
+            raise ValueError(f"{what} {name!r}: module {module_name!r} has no attribute {attribute!r}")
         target = getattr(target, part)
     return target
 
 
-def _importable_name(creator: Callable) -> str | None:
+def importable_name(creator: Callable) -> str | None:
     """module:qualname when importing it gives `creator` back (not for lambdas, closures
     or partials)."""
     module, qualname = getattr(creator, "__module__", None), getattr(creator, "__qualname__", None)
     if not module or not qualname or "<" in qualname or module == "__main__":
         return None
     try:
-        return f"{module}:{qualname}" if _import_attribute(f"{module}:{qualname}") is creator else None
+        return f"{module}:{qualname}" if import_attribute(f"{module}:{qualname}") is creator else None
     except ValueError:
         return None
 

@@ -14,6 +14,7 @@ emulation adapters and the native bindings:
   action mask.
 - `spec_spaces` gives the spaces a native env's spec declares (env.h, ABI 2) from its
   bounds; `flat_bounds` the bounds of a space, its inverse.
+- `space_to_data` / `space_from_data`: a space as plain data, for checkpoints.
 """
 
 from __future__ import annotations
@@ -355,3 +356,50 @@ def _shaped(values: np.ndarray, shape: tuple | None, what: str) -> np.ndarray:
     if math.prod(shape) != values.size:
         raise ValueError(f"{what} shape {tuple(shape)} does not hold the {values.size} elements of a row")
     return values.reshape(shape)
+
+
+def space_to_data(space: gymnasium.Space) -> dict[str, Any]:
+    """`space` as plain data (dicts, lists, str, ints and arrays), which a checkpoint
+    loads without unpickling anything; `space_from_data` makes the space again."""
+    if isinstance(space, spaces.Box):
+        return {"type": "Box", "low": _bound(space.low), "high": _bound(space.high), "shape": list(space.shape),
+                "dtype": space.dtype.str}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec, "start": space.start, "dtype": space.dtype.str}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.atleast_1d(space.n).tolist()}
+    if isinstance(space, spaces.Dict):
+        return {"type": "Dict", "keys": list(space.spaces), "spaces": [space_to_data(item) for item in space.values()]}
+    if isinstance(space, spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_data(item) for item in space.spaces]}
+    raise TypeError(f"cannot record a {type(space).__name__} space (Box, Discrete, MultiDiscrete, MultiBinary, "
+                    f"Dict and Tuple can be)")
+
+
+def _bound(bound: np.ndarray) -> float | list:
+    """A Box bound as plain numbers (which may be infinite, unlike a checkpoint's arrays):
+    one number when every entry is the same (images: 0 and 255), else a nested list."""
+    first = bound.flat[0].item() if bound.size else 0
+    return first if (bound == first).all() else bound.tolist()
+
+
+def space_from_data(data: dict[str, Any]) -> gymnasium.Space:
+    """The space `space_to_data` recorded."""
+    kind = data["type"]
+    if kind == "Box":
+        shape, dtype = tuple(data["shape"]), np.dtype(data["dtype"])
+        low, high = (np.broadcast_to(np.asarray(data[name], dtype), shape) for name in ("low", "high"))
+        return spaces.Box(low, high, shape, dtype=dtype)
+    if kind == "Discrete":
+        return spaces.Discrete(data["n"], start=data["start"])
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(data["nvec"], dtype=np.dtype(data["dtype"]), start=data["start"])
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(data["n"] if len(data["n"]) > 1 else data["n"][0])
+    if kind == "Dict":
+        return spaces.Dict(list(zip(data["keys"], map(space_from_data, data["spaces"]))))  # the recorded order
+    if kind == "Tuple":
+        return spaces.Tuple(tuple(map(space_from_data, data["spaces"])))
+    raise ValueError(f"unknown recorded space type {kind!r}")

@@ -126,8 +126,10 @@ def _threads_per_run(config: PPOConfig, concurrency: int) -> int:
 
 
 # ---- seeds ---------------------------------------------------------------------------------
-def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None = None) -> list[dict]:
-    """Train `config` on `env` once per seed, `jobs` runs at once (default: all), each in
+def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None = None,
+                policy: Any = None) -> list[dict]:
+    """Train `config` on `env` (with `policy`, as `ppo.train` takes it: a class or a
+    module:attribute the run processes can import) once per seed, `jobs` runs at once (default: all), each in
     the config's RUN_DIR-seedS, else in runs/ENV-SEED-TIME as any run; returns per seed
     {"seed", "run_dir", "recent_return", "summary", "interrupted" (the number of the
     signal that stopped it early, else 0)} in seed order, and prints each run's summary
@@ -141,14 +143,14 @@ def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None 
     for one in configs:
         one.validate()
     results = {}
-    for name, result in in_processes(_train_one_seed, {f"seed {one.seed}": (one, env) for one in configs}, jobs):
+    for name, result in in_processes(_train_one_seed, {f"seed {one.seed}": (one, env, policy) for one in configs}, jobs):
         print(f"{name}: {result['summary']}", flush=True)
         results[result["seed"]] = result
     return [results[seed] for seed in seeds if seed in results]
 
 
-def _train_one_seed(config: PPOConfig, env: Any, stop) -> dict:
-    trainer = ppo.train(config, env, until=lambda _: bool(stop.value))
+def _train_one_seed(config: PPOConfig, env: Any, policy: Any, stop) -> dict:
+    trainer = ppo.train(config, env, until=lambda _: bool(stop.value), policy=policy)
     if trainer.interrupted is None and stop.value and trainer.update < trainer.num_updates:
         trainer.interrupted = signal.Signals(stop.value)  # the caller's signal: the summary says how to resume
     return {"seed": config.seed, "run_dir": trainer.run_dir, "recent_return": trainer.recent_return(),

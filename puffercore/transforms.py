@@ -109,6 +109,11 @@ class VectorWrapper:
         self.vec.close()
 
 
+# Added to the variance before its square root: Normalize's default, and what a deployed
+# policy (puffercore.ppo.deploy) folds in with a run's statistics.
+NORMALIZE_EPSILON = 1e-8
+
+
 class Normalize(VectorWrapper):
     """A vector env whose observations and/or rewards are normalized (see the module
     docstring). Attributes other than the stepping API are the wrapped env's."""
@@ -117,7 +122,8 @@ class Normalize(VectorWrapper):
                  "new.load_state_dict(old.state_dict())")
 
     def __init__(self, vec, observations: bool = True, rewards: bool = True, gamma: float = 0.99,
-                 clip_observations: float | None = 10.0, clip_rewards: float | None = 10.0, epsilon: float = 1e-8):
+                 clip_observations: float | None = 10.0, clip_rewards: float | None = 10.0,
+                 epsilon: float = NORMALIZE_EPSILON):
         if not (observations or rewards):
             raise ValueError("Normalize needs observations=True or rewards=True")
         if observations and vec.single_observation_space.dtype.kind != "f":

@@ -170,19 +170,19 @@ def test_adapter_logs_one_episode_per_game_in_raw_score():
 def test_nature_cnn_policy_keeps_uint8_and_mlp_path():
     from gymnasium import spaces
 
-    from puffercore.ppo.policy import Policy
+    from puffercore.ppo.default_policy import DefaultPolicy
 
     image = spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    policy = Policy(image, spaces.Discrete(4), shared_trunk=True)
+    policy = DefaultPolicy(image, spaces.Discrete(4), shared_trunk=True)
     assert isinstance(policy.encoder[0], torch.nn.Conv2d) and policy.critic_encoder is None
     out = policy(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
     assert out.params.shape == (3, 4) and out.value.shape == (3,)
     assert policy.encoder[-2].out_features == 512
     flat = spaces.Box(-1, 1, (8,), np.float32)
-    assert isinstance(Policy(flat, spaces.Discrete(2)).encoder[0], torch.nn.Linear)  # the MLP, as before
-    assert isinstance(Policy(image, spaces.Discrete(4), encoder="mlp").encoder[0], torch.nn.Linear)
+    assert isinstance(DefaultPolicy(flat, spaces.Discrete(2)).encoder[0], torch.nn.Linear)  # the MLP, as before
+    assert isinstance(DefaultPolicy(image, spaces.Discrete(4), encoder="mlp").encoder[0], torch.nn.Linear)
     with pytest.raises(ValueError, match="encoder"):
-        Policy(flat, spaces.Discrete(2), encoder="cnn")
+        DefaultPolicy(flat, spaces.Discrete(2), encoder="cnn")
 
 
 def test_train_and_evaluate_atari_end_to_end(tmp_path):

@@ -108,11 +108,11 @@ def test_an_inference_copy_of_a_ppo_policy_takes_raw_observations(precision):
     import gymnasium
     import numpy as np
 
-    from puffercore.ppo.policy import Policy
+    from puffercore.ppo.default_policy import DefaultPolicy
 
     torch.manual_seed(0)
     space = gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    policy = Policy(space, gymnasium.spaces.Discrete(4), shared_trunk=True)
+    policy = DefaultPolicy(space, gymnasium.spaces.Discrete(4), shared_trunk=True)
     frames = torch.as_tensor(np.stack([space.sample() for _ in range(3)]))
     copy = InferenceCopy(policy, precision)
     with torch.inference_mode():

@@ -20,7 +20,8 @@ import puffercore.vector
 from puffercore import checkpoint, logger, plots, ppo, run, seeding
 from puffercore.ppo.rollout import RolloutBuffer, iterate_minibatches, row_priorities
 from puffercore.__main__ import main
-from puffercore.ppo.policy import ActionHead, Policy
+from puffercore.ppo.default_policy import DefaultPolicy
+from puffercore.ppo.policy import ActionHead
 from puffercore.ppo import PPOConfig, make_policy
 
 
@@ -32,17 +33,17 @@ def small_config(**overrides) -> PPOConfig:
 
 # ---- storage ------------------------------------------------------------------------------
 def test_rollout_storage_and_transition_view_shapes():
-    policy = Policy(spaces.Box(-1, 1, (3,), np.float32), spaces.MultiDiscrete([2, 3]), lstm=True, hidden_size=8)
+    policy = DefaultPolicy(spaces.Box(-1, 1, (3,), np.float32), spaces.MultiDiscrete([2, 3]), lstm=True, hidden_size=8)
     rollout = RolloutBuffer(5, 7, spaces.Box(-1, 1, (3,), np.float32), policy, "cpu")
     # Only what needs the bootstrap slot is [N, T + 1]; per-transition fields are [N, T].
     assert rollout["obs"].shape == (5, 8, 3) and rollout["value"].shape == (5, 8) and rollout["mask"].shape == (5, 8)
     assert rollout["action"].shape == (5, 7, 2) and rollout["action"].dtype == torch.int64
     assert rollout["reward"].shape == rollout["terminal"].shape == rollout["final_value"].shape == (5, 7)
-    assert rollout["state_h"].shape == (5, 8)  # per row: [N, hidden], hidden == T + 1 here on purpose
+    assert rollout["state_0"].shape == (5, 8)  # per row: [N, hidden], hidden == T + 1 here on purpose
     rollout["advantage"] = torch.zeros(5, 7)
     view = rollout.transition_view()
     assert view["obs"].shape == (5, 7, 3) and view["reward"].shape == (5, 7) and view["advantage"].shape == (5, 7)
-    assert view["state_h"].shape == (5, 8)
+    assert view["state_0"].shape == (5, 8)
     rollout["obs"][2, 3] = 9.0
     rollout["reward"][2, 3] = 4.0
     assert view["obs"][2, 3, 0] == 9.0 and view["reward"][2, 3] == 4.0  # views, not copies
@@ -51,18 +52,18 @@ def test_rollout_storage_and_transition_view_shapes():
 
 def test_iterate_minibatches_covers_every_transition_once():
     view = {"reward": torch.arange(12.0).reshape(3, 4), "obs": torch.arange(15.0).reshape(3, 5)[:, :4, None] * 2,
-            "state_h": torch.zeros(3, 2)}
+            "state_0": torch.zeros(3, 2)}
     seen = []
     for minibatch in iterate_minibatches(view, 5, torch.Generator().manual_seed(0)):
         index = minibatch["index"]
-        assert len(index) <= 5 and "state_h" not in minibatch
+        assert len(index) <= 5 and "state_0" not in minibatch
         assert torch.equal(minibatch["reward"], (index // 4 * 4 + index % 4).float())  # transition n * T + t
         assert torch.equal(minibatch["obs"][:, 0], (index // 4 * 5 + index % 4).float() * 2)
         seen += index.tolist()
     assert sorted(seen) == list(range(12)) and seen != list(range(12))
     rows = list(iterate_minibatches(view, 2, torch.Generator().manual_seed(0), by_rows=True))
     assert [len(minibatch["index"]) for minibatch in rows] == [2, 1]
-    assert rows[0]["reward"].shape == (2, 4) and rows[0]["state_h"].shape == (2, 2)
+    assert rows[0]["reward"].shape == (2, 4) and rows[0]["state_0"].shape == (2, 2)
 
 
 # ---- action heads --------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def test_gaussian_head_matches_normal_and_clips_to_bounds():
 
 @pytest.mark.parametrize("activation, gain", [("tanh", 5 / 3), ("relu", 2 ** 0.5), ("gelu", 2 ** 0.5)])
 def test_policy_initialisation_gains(activation, gain):
-    policy = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=64, activation=activation)
+    policy = DefaultPolicy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=64, activation=activation)
     for encoder in (policy.encoder, policy.critic_encoder):
         hidden = encoder[0].weight
         # Orthogonal with gain g: W^T W = g^2 I (4 inputs < 64 outputs: columns orthonormal).
@@ -100,7 +101,7 @@ def test_policy_initialisation_gains(activation, gain):
     torch.testing.assert_close(policy.actor.weight @ policy.actor.weight.T, 1e-4 * torch.eye(2), atol=1e-8, rtol=0)
     assert float(policy.critic.weight.detach().norm()) == pytest.approx(1.0, abs=1e-5)
     assert all(float(layer.bias.detach().abs().max()) == 0 for layer in (policy.actor, policy.critic))
-    recurrent = Policy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=8, lstm=True, forget_bias=1.0)
+    recurrent = DefaultPolicy(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2), hidden_size=8, lstm=True, forget_bias=1.0)
     assert recurrent.lstm.bias_ih[8:16].eq(1.0).all() and recurrent.lstm.bias_ih[:8].eq(0).all()
     assert recurrent.critic_encoder is None  # the critic reads the LSTM state
 
@@ -108,7 +109,7 @@ def test_policy_sb3_style_initialisation():
     """ortho_init=False keeps torch's default init (SB3's ortho_init=False: uniform within
     1/sqrt(fan_in), biases too, no 0.01 policy head); log_std_init sets the starting std."""
     torch.manual_seed(0)
-    policy = Policy(spaces.Box(-1, 1, (17,), np.float32), spaces.Box(-1, 1, (6,), np.float32), hidden_size=256,
+    policy = DefaultPolicy(spaces.Box(-1, 1, (17,), np.float32), spaces.Box(-1, 1, (6,), np.float32), hidden_size=256,
                     activation="relu", ortho_init=False, log_std_init=-2.0)
     for layer in (policy.encoder[0], policy.encoder[2], policy.critic_encoder[0], policy.actor, policy.critic):
         bound = layer.in_features ** -0.5
@@ -137,12 +138,12 @@ def test_separate_critic_keeps_the_value_loss_out_of_the_actor():
     space, actions = spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(3)
     observations = torch.randn(32, 4)
     for shared, leaks in ((False, False), (True, True)):
-        policy = Policy(space, actions, hidden_size=16, shared_trunk=shared)
+        policy = DefaultPolicy(space, actions, hidden_size=16, shared_trunk=shared)
         (policy(observations).value ** 2).mean().backward()
         actor_grads = [p.grad for p in (*policy.encoder.parameters(), *policy.actor.parameters())]
         assert any(g is not None and g.abs().sum() > 0 for g in actor_grads) == leaks
     with pytest.raises(ValueError, match="lstm=True needs shared_trunk=True"):
-        Policy(space, actions, lstm=True, shared_trunk=False)
+        DefaultPolicy(space, actions, lstm=True, shared_trunk=False)
 
 
 # ---- action masks --------------------------------------------------------------------------
@@ -181,14 +182,14 @@ class MaskedChoice(gymnasium.Env):
 def test_action_masks_never_let_an_illegal_action_through(monkeypatch, tmp_path):
     tree = puffercore.emulation.SpaceTree(MaskedChoice().observation_space)
     assert tree.is_bytes  # float32 and int8 leaves share one byte row
-    policy = Policy(tree.flat_space, spaces.Discrete(6), observation_tree=tree, hidden_size=8)
+    policy = DefaultPolicy(tree.flat_space, spaces.Discrete(6), observation_tree=tree, hidden_size=8)
     rng = np.random.default_rng(0)
     rows = np.zeros((4096, tree.size), np.uint8)
     masks = (rng.random((4096, 6)) < 0.3).astype(np.int8)
     masks[np.arange(4096), rng.integers(6, size=4096)] = 1
     tree.flatten({"position": rng.random((4096, 2)).astype(np.float32), "action_mask": masks}, out=rows)
     with torch.no_grad():
-        out = policy(torch.as_tensor(rows))
+        out = policy.output(torch.as_tensor(rows))  # the mask applies in output
         actions, _ = policy.sample(out, torch.Generator().manual_seed(0))
     assert masks[np.arange(4096), actions.numpy()].all()
 

@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from puffercore import ppo
 from puffercore.__main__ import build_parser
-from puffercore.ppo.policy import Policy
+from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, update
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.rollout import iterate_minibatches
@@ -24,17 +24,17 @@ def small_config(**overrides) -> PPOConfig:
     return PPOConfig(**{**values, **overrides})
 
 
-def box_policy(seed: int = 0) -> Policy:
+def box_policy(seed: int = 0) -> DefaultPolicy:
     torch.manual_seed(seed)
-    return Policy(spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-1, 1, (2,), np.float32), hidden_size=24)
+    return DefaultPolicy(spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-1, 1, (2,), np.float32), hidden_size=24)
 
 
-def policy_loss(policy: Policy, observations: torch.Tensor) -> torch.Tensor:
+def policy_loss(policy: DefaultPolicy, observations: torch.Tensor) -> torch.Tensor:
     out = policy(observations)
     return out.params.square().mean() + out.value.square().mean() + policy.log_std.sum()
 
 
-def train_steps(policy: Policy, optimizer, steps: int, observations: torch.Tensor) -> None:
+def train_steps(policy: DefaultPolicy, optimizer, steps: int, observations: torch.Tensor) -> None:
     for _ in range(steps):
         optimizer.zero_grad()
         policy_loss(policy, observations).backward()

@@ -38,6 +38,7 @@ import torch
 
 from puffercore import checkpoint
 from puffercore.ppo.parts import make_vector, transformed
+from puffercore.ppo.policy import restart_ended
 from puffercore.seeding import derive_seed
 from puffercore.transforms import Normalize
 from puffercore.video import VideoRecorder, rendering_env, require_encoder, rgb_frame
@@ -120,7 +121,7 @@ def play(policy, vec, episodes: int, act: Callable, seed: int, max_steps: int,
         if before_step is not None:
             before_step(vec, len(reported) if reported else len(summed))
         live = vec.masks.copy()
-        out = policy(torch.as_tensor(obs, device=device), recurrent)
+        out = policy.output(torch.as_tensor(obs, device=device), recurrent)
         obs, rewards, terminals, truncations, info = vec.step(policy.head.to_env(act(out)))
         done = (terminals | truncations) & live
         episode_returns += rewards * live
@@ -135,9 +136,7 @@ def play(policy, vec, episodes: int, act: Callable, seed: int, max_steps: int,
         summed += episode_returns[done].tolist()
         counted_lengths += episode_lengths[done].tolist()
         episode_returns[done] = episode_lengths[done] = 0.0
-        if out.state is not None:
-            keep = torch.as_tensor(~done, dtype=torch.float32, device=device)[:, None]
-            recurrent = tuple(part * keep for part in out.state)
+        recurrent = restart_ended(out.state, torch.as_tensor(done, device=device))
     else:
         (reported if reported else summed).extend(episode_returns[vec.masks].tolist())
         (reported_lengths if reported else counted_lengths).extend(episode_lengths[vec.masks].tolist())

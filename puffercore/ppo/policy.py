@@ -1,32 +1,52 @@
-"""Policies for puffercore's trainers: an MLP actor and an MLP critic (or one shared MLP
-trunk, optionally followed by an LSTM cell) with an action head for Discrete,
-MultiDiscrete or Box actions. Image observations (uint8 [C, H, W], e.g. Atari's stacked
-frames) get the Nature CNN instead of the MLP.
+"""The policy interface of puffercore's PPO: what a network must do for the trainer,
+evaluation, checkpoints, torchrun, the compiled update and deployment to take it.
 
-    policy = Policy(vec.single_observation_space, vec.single_action_space,
-                    observation_tree=vec.observation_tree, hidden_size=64, lstm=False)
-    out = policy(observations, state)          # out.params, out.value, out.state
-    actions, log_prob = policy.head.sample(out.params, generator)
-    log_prob, entropy = policy.head.evaluate(out.params, actions)
+A policy is an `ActorCritic`: a torch module built from the spaces of the vector env
+it will act in, whose `forward` maps a batch of observations (and its recurrent state,
+if it has one) to the parameters of an action distribution and a value per row:
 
-Separate actor and critic networks are the default for MLP policies (as in CleanRL's
-ppo.py): with one shared trunk the value loss, whose returns can be in the hundreds,
-sends the trunk gradients 100-1000x those of the policy loss, so the trunk learns only
-value features and the global norm clip shrinks the policy's share to nothing (measured
-on CartPole-v1: approx KL 1e-4..1e-7 per update, no learning). A recurrent policy keeps
-the shared trunk: its critic needs the LSTM's memory.
+    class MyPolicy(ppo.ActorCritic):
+        def __init__(self, observation_space, action_space, observation_tree=None):
+            super().__init__(observation_space, action_space, observation_tree)
+            size = observation_space.shape[0]
+            self.actor = nn.Sequential(nn.Linear(size, 64), nn.Tanh(), nn.Linear(64, self.head.size))
+            self.critic = nn.Sequential(nn.Linear(size, 64), nn.Tanh(), nn.Linear(64, 1))
 
-Initialisation follows the PPO implementation details (Huang et al. 2022): orthogonal
-weights with the gain of the hidden activation (torch's `calculate_gain`; sqrt(2) for
-GELU), 0.01 for the policy head (near-uniform first actions), 1.0 for the value head,
-zero biases; `ortho_init=False` keeps torch's default init of the linear and conv layers
-instead (SB3's ortho_init=False). The Nature CNN (Mnih et al. 2015, as in CleanRL's
-ppo_atari) is conv 32x8 stride 4, 64x4 s2, 64x3 s1, linear 512, ReLUs, orthogonal
-sqrt(2); images stay uint8 in the rollout and become floats in [0, 1] only inside
-`forward`, on the device, one minibatch at a time (float rollouts of 84x84x4 frames
-would take 4x the memory). Distributions are written out by hand so that sampling takes
-a `torch.Generator`: the trainer's random stream is then one named, checkpointable
-generator instead of torch's global state.
+        def forward(self, observations):                 # [batch, *observation_space.shape]
+            x = observations.float()
+            return self.actor(x), self.critic(x).squeeze(-1)   # params [batch, head.size], value [batch]
+
+    ppo.train(config, env, policy=MyPolicy)               # puffercore train ENV --policy my_module:MyPolicy
+
+The rules:
+
+- Built as `policy(observation_space, action_space, observation_tree)`: the vector's
+  `single_observation_space` (a Box of flat rows, in the env's dtype: uint8 stays uint8)
+  and `single_action_space`, and its `observation_tree` (`puffercore.spaces.SpaceTree`)
+  when the observation is structured, else None: `observation_tree.unflatten(rows)`
+  gives its leaves as views. Settings of your own: `functools.partial(MyPolicy, width=256)`.
+- `forward(observations)` returns `(params, value)`; a recurrent policy's
+  `forward(observations, state)` returns `(params, value, new_state)` and it defines
+  `initial_state(batch, device)`: a tuple of zero tensors, each [batch, ...], the state
+  at the start of an episode (the framework zeroes a row's state when its episode ends;
+  training replays whole rows in order, as collection ran them).
+- params are logits for Discrete actions (`head.size` = n), one block per dimension
+  for MultiDiscrete (`head.size` = sum of nvec), the Gaussian's mean for Box actions,
+  whose state-independent log std is the base's `log_std` parameter. `value` is [batch].
+- Action masks are the framework's: a policy returns logits as its network computes
+  them, and `output` (what every caller of a policy uses) sets the logits of the
+  actions that the observation's `action_mask` leaf rules out to the dtype's minimum,
+  so they are never sampled nor taken greedily, in training, eval and export alike.
+- Optional: `parameter_groups()` (parameters clipped apart, e.g. {"actor": ..,
+  "critic": ..}; default one group), and `critic`, the nn.Linear with one output that
+  `value_norm` (PopArt) rescales.
+
+`ppo.default_policy.DefaultPolicy` (MLP, LSTM, Nature CNN, from PPOConfig's policy
+fields) is one such policy. A checkpoint records its policy's name (`module:Class`, or
+"builtin" for DefaultPolicy) and spaces, never code: resuming, evaluating or loading a
+run of your own policy takes the policy from you again (`ppo.parts.resolve_saved_policy`).
+Distributions are written out by hand so that sampling takes a `torch.Generator`: the
+trainer's random stream is one named, checkpointable generator, not torch's global state.
 """
 
 from __future__ import annotations
@@ -43,25 +63,15 @@ from torch import nn
 
 from puffercore.spaces import action_mask_leaf
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
-# Orthogonal-init gain of the layers each activation follows (GELU is ReLU-like).
-GAINS = {"tanh": nn.init.calculate_gain("tanh"), "relu": nn.init.calculate_gain("relu"), "gelu": math.sqrt(2)}
-
-
-def layer_init(layer: nn.Module, gain: float) -> nn.Module:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
 
 class PolicyOutput(NamedTuple):
     params: torch.Tensor  # logits (masked) or Gaussian means, [batch, head size]
     value: torch.Tensor  # [batch]
-    state: tuple[torch.Tensor, torch.Tensor] | None  # LSTM (h, c) after this step
+    state: tuple[torch.Tensor, ...] | None  # the recurrent state after this step
 
 
 class ActionHead:
-    """Sampling, log-probabilities and entropies for one flat action space.
+    """Sampling, log-probabilities, entropies and greedy actions for one flat action space.
 
     Discrete and MultiDiscrete actions are categorical over logits (one block of logits
     per MultiDiscrete dimension, independent); `start` offsets are added so actions are
@@ -104,10 +114,18 @@ class ActionHead:
             index = torch.multinomial(log_probs.exp(), 1, generator=generator)
             indices.append(index.squeeze(-1))
             log_prob.append(log_probs.gather(-1, index).squeeze(-1))
-        actions = torch.stack(indices, dim=-1) + self.start.to(params.device)
-        if not self.action_shape:
-            actions = actions.squeeze(-1)
-        return actions, _total(log_prob)
+        return self._actions(indices, params.device), _total(log_prob)
+
+    def greedy(self, params: torch.Tensor) -> torch.Tensor:
+        """The most likely action of each row: the argmax of each block of logits, or the
+        Gaussian's mean (before `to_env`'s clipping)."""
+        if self.is_continuous:
+            return params
+        return self._actions([logits.argmax(-1) for logits in params.split(self.nvec, dim=-1)], params.device)
+
+    def _actions(self, indices: list[torch.Tensor], device) -> torch.Tensor:
+        actions = torch.stack(indices, dim=-1) + self.start.to(device)
+        return actions if self.action_shape else actions.squeeze(-1)
 
     def evaluate(self, params: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor):
         """(log_prob, entropy) of `actions` under `params`, each [batch]."""
@@ -137,173 +155,69 @@ def _total(terms: list[torch.Tensor]) -> torch.Tensor:
     return functools.reduce(torch.add, terms)
 
 
-def nature_cnn(image_shape: tuple[int, int, int], output_size: int = 512) -> nn.Sequential:
-    channels = image_shape[0]
-    convs = nn.Sequential(
-        layer_init(nn.Conv2d(channels, 32, 8, stride=4), math.sqrt(2)), nn.ReLU(),
-        layer_init(nn.Conv2d(32, 64, 4, stride=2), math.sqrt(2)), nn.ReLU(),
-        layer_init(nn.Conv2d(64, 64, 3, stride=1), math.sqrt(2)), nn.ReLU(),
-        nn.Flatten(),
-    )
-    with torch.no_grad():
-        flat_size = convs(torch.zeros(1, *image_shape)).shape[1]
-    # Channels-last filters (and inputs, Policy.features): oneDNN's faster convolutions
-    # on CPU: an update of 256 frames on 2 cores went from 122 to 88 ms (bench/bench_update.py).
-    return nn.Sequential(*convs, layer_init(nn.Linear(flat_size, output_size), math.sqrt(2)), nn.ReLU()).to(
-        memory_format=torch.channels_last)
+class ActorCritic(nn.Module):
+    """The base of every PPO policy (see the module docstring): the action head, the
+    log std of Box actions, the action mask and the checks on what `forward` returns.
+    Subclasses write `__init__` (calling this one first) and `forward`."""
 
-
-def image_shape_of(observation_space: spaces.Box, observation_tree=None) -> tuple[int, int, int] | None:
-    """[C, H, W] when the observations are one uint8 image: a 3-D uint8 Box, or a flat
-    row whose tree (puffercore.emulation) is one such Box; else None."""
-    if observation_tree is not None and len(observation_tree.leaves) == 1 and not observation_tree.leaves[0].path:
-        observation_space = observation_tree.leaves[0].space
-    if isinstance(observation_space, spaces.Box) and observation_space.dtype == np.uint8 \
-            and len(observation_space.shape) == 3:
-        return tuple(int(size) for size in observation_space.shape)
-    return None
-
-
-ENCODERS = ("auto", "mlp", "cnn")
-
-
-def mlp(input_size: int, hidden_size: int, num_layers: int, activation: str) -> nn.Sequential:
-    layers, width = [], input_size
-    for _ in range(num_layers):
-        layers += [layer_init(nn.Linear(width, hidden_size), GAINS[activation]), ACTIVATIONS[activation]()]
-        width = hidden_size
-    return nn.Sequential(*layers)
-
-
-class Policy(nn.Module):
-    """Actor encoder -> policy head and critic encoder -> value head; or (`shared_trunk`)
-    one encoder -> optional LSTM cell -> both heads. The encoder is an MLP, or the Nature
-    CNN (`encoder="cnn"`, and what "auto" picks for one uint8 [C, H, W] image); CleanRL's
-    ppo_atari shares the CNN trunk (puffercore's Atari preset sets shared_trunk).
-
-    Observations are rows of the flat observation space (any dtype; cast to float).
-    With `observation_tree` (from puffercore.emulation) rows of mixed-dtype leaves are
-    decoded leaf by leaf, and a leaf named `action_mask` masks the logits: masked actions
-    get probability exactly 0, so they are never sampled."""
-
-    def __init__(
-        self,
-        observation_space: spaces.Box,
-        action_space: gymnasium.Space,
-        observation_tree=None,
-        hidden_size: int = 64,
-        num_layers: int = 2,
-        activation: str = "tanh",
-        lstm: bool = False,
-        forget_bias: float = 0.0,
-        shared_trunk: bool | None = None,
-        encoder: str = "auto",
-        log_std_init: float = 0.0,
-        ortho_init: bool = True,
-    ):
+    def __init__(self, observation_space: spaces.Box, action_space: gymnasium.Space, observation_tree=None,
+                 log_std_init: float = 0.0):
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        if num_layers < 1 or hidden_size < 1:
-            raise ValueError(f"num_layers and hidden_size must be >= 1, got {num_layers} and {hidden_size}")
-        if encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {list(ENCODERS)}, got {encoder!r}")
-        self.image_shape = image_shape_of(observation_space, observation_tree)
-        if encoder == "cnn" and self.image_shape is None:
-            raise ValueError(f"encoder='cnn' needs uint8 [C, H, W] image observations, got {observation_space}")
-        if encoder == "mlp":
-            self.image_shape = None
-        self.observation_tree = observation_tree
-        self.mask_leaf = action_mask_leaf(observation_tree)
-        self.decode_leaves = observation_tree is not None and observation_tree.is_bytes
-        input_size = int(np.prod(observation_space.shape))
-        if self.decode_leaves:
-            input_size = sum(int(np.prod(leaf.shape)) for leaf in observation_tree.leaves)
+        self.observation_space, self.observation_tree = observation_space, observation_tree
         self.head = ActionHead(action_space)
+        self.mask_leaf = action_mask_leaf(observation_tree)
         if self.mask_leaf is not None and self.head.size != int(np.prod(self.mask_leaf.shape)):
             raise ValueError(
                 f"the action_mask leaf has {int(np.prod(self.mask_leaf.shape))} entries but the action space "
                 f"{action_space} has {self.head.size} logits"
             )
-
-        if shared_trunk is None:
-            shared_trunk = lstm
-        if lstm and not shared_trunk:
-            raise ValueError("lstm=True needs shared_trunk=True: the critic reads the LSTM state")
-        if self.image_shape is not None:
-            make_encoder, features_size = functools.partial(nature_cnn, self.image_shape), 512
-        else:
-            make_encoder = functools.partial(mlp, input_size, hidden_size, num_layers, activation)
-            features_size = hidden_size
-        self.encoder = make_encoder()
-        # None: the critic reads the shared encoder's output.
-        self.critic_encoder = None if shared_trunk else make_encoder()
-        self.lstm = None
-        if lstm:
-            self.lstm = nn.LSTMCell(features_size, hidden_size)
-            for name, parameter in self.lstm.named_parameters():
-                if "weight" in name:
-                    nn.init.orthogonal_(parameter, 1.0)
-                else:
-                    nn.init.zeros_(parameter)
-            # Gate order i, f, g, o: a positive forget bias keeps memory by default.
-            self.lstm.bias_ih.data[hidden_size : 2 * hidden_size] = forget_bias
-        head_input = hidden_size if lstm else features_size
-        self.actor = layer_init(nn.Linear(head_input, self.head.size), 0.01)
-        self.critic = layer_init(nn.Linear(head_input, 1), 1.0)
-        if not ortho_init:  # torch's default init, as SB3's ortho_init=False (the LSTM stays orthogonal)
-            for layer in self.modules():
-                if isinstance(layer, (nn.Linear, nn.Conv2d)):
-                    layer.reset_parameters()
         # State-independent log std of Box actions; 0 (std 1) as CleanRL, or lower for
         # less exploration noise at the start (rl-zoo's MuJoCo settings use -2).
         self.log_std = nn.Parameter(torch.full((self.head.size,), float(log_std_init))) if self.head.is_continuous else None
 
-    @property
-    def hidden_size(self) -> int:
-        return self.actor.in_features
+    def forward(self, observations: torch.Tensor, state=None):
+        raise NotImplementedError(f"{type(self).__name__} must define forward(observations[, state]) returning "
+                                  f"(params, value) (see puffercore.ppo.policy)")
+
+    def initial_state(self, batch: int, device) -> tuple[torch.Tensor, ...] | None:
+        """The recurrent state of `batch` rows at an episode's start (zeros), or None."""
+        return None
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        """Parameters by the loss that trains them, for per-group gradient clipping: actor
-        and critic apart, or one group when they share a trunk."""
-        if self.critic_encoder is None:
-            return {"": list(self.parameters())}
-        critic = [*self.critic_encoder.parameters(), *self.critic.parameters()]
-        critic_ids = {id(parameter) for parameter in critic}
-        return {"actor": [p for p in self.parameters() if id(p) not in critic_ids], "critic": critic}
+        """Parameters by the loss that trains them, for per-group gradient clipping."""
+        return {"": list(self.parameters())}
 
-    def initial_state(self, batch: int, device) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if self.lstm is None:
-            return None
-        zeros = torch.zeros(batch, self.hidden_size, device=device)
-        return zeros, zeros.clone()
+    def output(self, observations: torch.Tensor, state=None) -> PolicyOutput:
+        """`forward`'s results as a PolicyOutput, checked, with the action mask applied:
+        what the trainer, evaluation and deployment call."""
+        result = self(observations) if state is None else self(observations, state)
+        name = type(self).__name__
+        if not isinstance(result, tuple) or len(result) not in (2, 3):
+            raise TypeError(f"{name}.forward must return (params, value) or (params, value, state), got "
+                            f"{type(result).__name__}")
+        params, value = result[0], result[1]
+        new_state = result[2] if len(result) == 3 else None
+        batch = observations.shape[0]
+        if params.shape != (batch, self.head.size):
+            raise ValueError(f"{name}.forward returned params of shape {tuple(params.shape)} for {batch} observations; "
+                             f"expected ({batch}, {self.head.size}): {self.head.size} per row for {self.head.space}")
+        if value.shape != (batch,):
+            raise ValueError(f"{name}.forward returned a value of shape {tuple(value.shape)} for {batch} observations; "
+                             f"expected ({batch},), one per row (squeeze the critic's last dimension)")
+        if state is not None and new_state is None:
+            raise ValueError(f"{name}.forward was given a recurrent state and returned none: a recurrent policy "
+                             f"returns (params, value, new_state)")
+        return PolicyOutput(self.masked(observations, params), value, new_state)
 
-    def features(self, observations: torch.Tensor) -> torch.Tensor:
-        """Observations as the encoder's input, in its weights' dtype (float32, or an
-        inference copy's bfloat16)."""
-        dtype = self.actor.weight.dtype
-        if self.image_shape is not None:
-            images = observations.reshape(observations.shape[0], *self.image_shape)
-            return images.contiguous(memory_format=torch.channels_last).to(dtype).div_(255.0)  # as nature_cnn's
-        if self.decode_leaves:
-            leaves = _flatten_structure(self.observation_tree.unflatten(observations))
-            return torch.cat([leaf.reshape(leaf.shape[0], -1).to(dtype) for leaf in leaves], dim=-1)
-        return observations.reshape(observations.shape[0], -1).to(dtype)
-
-    def forward(self, observations: torch.Tensor, state=None) -> PolicyOutput:
-        features = self.features(observations)
-        hidden = self.encoder(features)
-        critic_hidden = hidden if self.critic_encoder is None else self.critic_encoder(features)
-        if self.lstm is not None:
-            state = self.lstm(hidden, state)
-            hidden = critic_hidden = state[0]
-        params = self.actor(hidden)
-        if self.mask_leaf is not None:
-            mask = observations[..., self.mask_leaf.start : self.mask_leaf.stop]
-            if self.observation_tree.is_bytes:
-                mask = mask.view(_torch_dtype(self.mask_leaf.dtype))
-            params = params.masked_fill(mask.reshape(params.shape) == 0, torch.finfo(params.dtype).min)
-        return PolicyOutput(params, self.critic(critic_hidden).squeeze(-1), state)
+    def masked(self, observations: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+        """`params` with the logits of the actions the observations' action mask rules out
+        at the dtype's minimum (probability exactly 0); `params` itself without a mask."""
+        if self.mask_leaf is None:
+            return params
+        mask = observations[..., self.mask_leaf.start : self.mask_leaf.stop]
+        if self.observation_tree.is_bytes:
+            mask = mask.view(_torch_dtype(self.mask_leaf.dtype))
+        return params.masked_fill(mask.reshape(params.shape) == 0, torch.finfo(params.dtype).min)
 
     def sample(self, out: PolicyOutput, generator: torch.Generator):
         return self.head.sample(out.params, self.log_std, generator)
@@ -312,12 +226,13 @@ class Policy(nn.Module):
         return self.head.evaluate(out.params, self.log_std, actions)
 
 
-def _flatten_structure(structure) -> list:
-    if isinstance(structure, dict):
-        return [leaf for value in structure.values() for leaf in _flatten_structure(value)]
-    if isinstance(structure, tuple):
-        return [leaf for value in structure for leaf in _flatten_structure(value)]
-    return [structure]
+def restart_ended(state: tuple[torch.Tensor, ...] | None, ended: torch.Tensor):
+    """The recurrent `state` with the rows whose episode `ended` ([batch] bool) back at
+    the initial (zero) state; None stays None."""
+    if state is None:
+        return None
+    keep = (~ended).to(state[0].dtype)
+    return tuple(part * keep.reshape(-1, *[1] * (part.dim() - 1)) for part in state)
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:

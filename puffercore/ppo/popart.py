@@ -4,8 +4,8 @@ statistics move, its output layer is rescaled so its predictions in return units
 Off by default: on the gymnasium tasks the defaults solve, PPO's per-minibatch advantage
 normalization and the separate critic already keep the scales apart.
 
-    popart = PopArt(policy.critic)
-    values = popart.denormalize(policy(obs).value)     # return units, for GAE
+    popart = PopArt(value_layer(policy))               # policy.critic
+    values = popart.denormalize(policy.output(obs).value)   # return units, for GAE
     popart.update(returns)                             # new statistics, critic rescaled
     loss on popart.normalize(returns)
 """
@@ -65,3 +65,13 @@ class PopArt:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stats.load_state_dict(state)
+
+
+def value_layer(policy: torch.nn.Module) -> torch.nn.Linear:
+    """The layer PopArt rescales: the policy's `critic`, an nn.Linear with one output that
+    is its value (`ppo.policy.ActorCritic`); ValueError naming the policy without one."""
+    layer = getattr(policy, "critic", None)
+    if not isinstance(layer, torch.nn.Linear) or layer.out_features != 1:
+        raise ValueError(f"value_norm (PopArt) needs the policy's value layer as `critic`, an nn.Linear with one "
+                         f"output whose output is the value; {type(policy).__name__}.critic is {type(layer).__name__}")
+    return layer

@@ -6,8 +6,8 @@ Only the fields that need the bootstrap slot are `[N, T + 1]`: `obs`, `value` an
 `mask` (slot t: the observation of step t; slot T: the one after the last step, whose
 value GAE bootstraps from). Per-transition fields are `[N, T]`: `action`, `log_prob`,
 `reward`, `terminal`, `truncation`, `final_value`, and the `advantage` and `return`
-the algorithm adds. A recurrent policy's state at slot 0 is per row: `state_h`,
-`state_c` `[N, hidden]`.
+the algorithm adds. A recurrent policy's state at slot 0 is per row: `state_0`,
+`state_1`, ... (`state_fields`), one per tensor of its state, each `[N, ...]`.
 
     rollout = RolloutBuffer(rows, horizon, vec.single_observation_space, policy, device)
     view = rollout.transition_view()                     # [N, T] views of every field
@@ -22,10 +22,15 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from puffercore.ppo.policy import Policy
+    from puffercore.ppo.policy import ActorCritic
 
 BOOTSTRAP_FIELDS = ("obs", "value", "mask")  # [N, T + 1]
-ROW_FIELDS = ("state_h", "state_c")  # [N, hidden]
+STATE_PREFIX = "state_"  # per-row fields: the recurrent state at slot 0, [N, ...]
+
+
+def state_fields(count: int) -> tuple[str, ...]:
+    """The rollout's names of the `count` tensors of a recurrent state."""
+    return tuple(f"{STATE_PREFIX}{index}" for index in range(count))
 
 
 class RolloutBuffer:
@@ -38,7 +43,7 @@ class RolloutBuffer:
     it filled up (threads work stealing) "ran ahead": that step was sent but not kept,
     and the row starts the next rollout at slot 0 with the observation it gets next."""
 
-    def __init__(self, rows: int, horizon: int, observation_space, policy: "Policy", device):
+    def __init__(self, rows: int, horizon: int, observation_space, policy: "ActorCritic", device):
         self.rows, self.horizon, self.device = rows, horizon, torch.device(device)
         obs_dtype = torch.from_numpy(np.empty(0, observation_space.dtype)).dtype
         head = policy.head
@@ -58,10 +63,11 @@ class RolloutBuffer:
             "action": torch.zeros(rows, *head.action_shape, dtype=head.action_dtype, device=device),
             "log_prob": torch.zeros(rows, device=device),
         }
-        if policy.lstm is not None:
-            for fields in (self.fields, self.carried):
-                for name in ROW_FIELDS:
-                    fields[name] = torch.zeros(rows, policy.hidden_size, device=device)
+        state = policy.initial_state(rows, device)
+        self.state_fields = state_fields(len(state or ()))
+        for fields in (self.fields, self.carried):
+            for name, part in zip(self.state_fields, state or ()):
+                fields[name] = torch.zeros_like(part)
         self.position = np.zeros(rows, np.int64)
         self.ran_ahead = np.zeros(rows, np.bool_)
 
@@ -86,7 +92,7 @@ class RolloutBuffer:
             for name in BOOTSTRAP_FIELDS:
                 self.fields[name][index, 0] = self.fields[name][index, -1]
             for name, tensor in self.carried.items():
-                if name in ROW_FIELDS:
+                if name in self.state_fields:
                     self.fields[name][index] = tensor[index]
                 else:
                     self.fields[name][index, 0] = tensor[index]
@@ -145,7 +151,7 @@ class BatchSlots:
         self._write(self.rollout.fields, taken, position, position < horizon)
         self._write(self.rollout.carried, taken, None, position == horizon)
         if state is not None:
-            state = dict(zip(ROW_FIELDS, state))
+            state = dict(zip(self.rollout.state_fields, state))
             self._write(self.rollout.fields, state, None, position == 0)
             self._write(self.rollout.carried, state, None, position == horizon)
 
@@ -196,7 +202,8 @@ def iterate_minibatches(view: dict[str, torch.Tensor], minibatch_size: int, gene
             yield {"index": index, **{name: tensor[index] for name, tensor in taken.items()}}
         return
     at = (order // horizon, order % horizon)
-    shuffled = {"index": order, **{name: tensor[at] for name, tensor in taken.items() if name not in ROW_FIELDS}}
+    shuffled = {"index": order, **{name: tensor[at] for name, tensor in taken.items()
+                                   if not name.startswith(STATE_PREFIX)}}
     for start in range(0, len(order), minibatch_size):
         yield {name: tensor[start : start + minibatch_size] for name, tensor in shuffled.items()}
 

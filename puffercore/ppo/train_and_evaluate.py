@@ -36,8 +36,7 @@ from puffercore.checks import check_int
 from puffercore.ppo.callbacks import CallbackList, Until
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.evaluation import Evaluator, eval_vector, play, set_observation_statistics
-from puffercore.ppo.parts import make_policy
-from puffercore.ppo.policy import Policy
+from puffercore.ppo.parts import resolve_saved_policy, saved_policy, saved_policy_name
 from puffercore.ppo.trainer import Trainer
 from puffercore.video import VideoRecorder, rendering_env
 
@@ -53,14 +52,17 @@ RESUMABLE_FIELDS = ("total_timesteps", "device", "torch_threads", "num_workers",
 
 def train(config: PPOConfig | None = None, env: Any = None, resume: str | None = None,
           stop_after: int | None = None, until: Callable[[Trainer], bool] | None = None,
-          callbacks: list | tuple = ()) -> Trainer:
-    """Train PPO on `env` (see `Trainer`); returns the (closed) Trainer.
+          callbacks: list | tuple = (), policy: Any = None) -> Trainer:
+    """Train PPO on `env` (see `Trainer`) with `policy` (an `ActorCritic` class, a function
+    making one, or "module:attribute"; default the DefaultPolicy `config` describes; see
+    `puffercore.ppo.policy`); returns the (closed) Trainer.
 
     `resume`: a run directory to continue from its checkpoint, with its saved env and
     config. `config` may then change only RESUMABLE_FIELDS (e.g. a larger
     total_timesteps to extend the run); `env` is needed when the checkpoint's env is not
     one puffercore knows by name (`env_sources.resolve_saved`: an env class, a creator, a
-    module:attribute the checkpoint names but never imports itself). `stop_after`: end
+    module:attribute the checkpoint names but never imports itself), and `policy` when it
+    was trained with one of the user's (`parts.resolve_saved_policy`). `stop_after`: end
     after that many updates of this call (checkpointing as at the end), as a preempted
     job would. `until(trainer)`: called after each update (on every rank of a torchrun
     job, where rank 0's answer counts); True ends the run early (benchmarks stop at a
@@ -75,13 +77,14 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     if resume is not None:
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
         env = env_sources.resolve_saved(saved["env"], env, resume)
+        policy = resolve_saved_policy(saved_policy_name(saved), policy, resume)
         config = resumed_config(saved["config"], config)
     elif env is None:
         raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
     elif config is None:
         config = PPOConfig.for_env(env)
     with run.StopSignals("update") as signals:
-        trainer = Trainer(env, config, run_dir=resume)
+        trainer = Trainer(env, config, run_dir=resume, policy=policy)
         try:
             if saved is not None:
                 trainer.load_state_dict(saved)
@@ -120,8 +123,7 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hoo
         run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
                             trainer.seeds)
         if config.eval_interval:  # before the logger: a run that can't evaluate fails before it writes metrics
-            # Greedy actions on the CPU, where _greedy adds the action head's offsets.
-            evaluator = Evaluator(trainer, lambda out: _greedy(trainer.policy, out.params.cpu()), resumed)
+            evaluator = Evaluator(trainer, lambda out: trainer.policy.head.greedy(out.params), resumed)
         try:
             metrics = logger.Logger(trainer.run_dir, config=dataclasses.asdict(config), tensorboard=config.tensorboard,
                                     wandb_project=config.wandb_project or None,
@@ -226,7 +228,8 @@ def saved_env_spec(path: str) -> str | None:
 @torch.no_grad()
 def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, max_steps: int = 10_000,
              on_step: Callable[[np.ndarray, float], None] | None = None, env: Any = None,
-             video: str | None = None, on_render: Callable[[str], None] | None = None) -> list[float]:
+             video: str | None = None, on_render: Callable[[str], None] | None = None,
+             policy: Any = None) -> list[float]:
     """Returns of the first `episodes` episodes that end when a checkpoint's policy plays
     one env, as the env reports them in its info -- the `episode_return` that training
     logs: an Atari game's raw score over all its lives, not the clipped reward of one
@@ -234,7 +237,8 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     never). An env that reports no episodes gets the sum of its rewards per row, each
     row that ends counting as one episode. `path`: a checkpoint file or its run
     directory. `env`: needed only when the checkpoint could not name its env; another
-    env than the checkpoint's is refused. greedy: the most likely action (or the
+    env than the checkpoint's is refused; `policy` likewise, for a run trained with a
+    policy of the user's (`ppo.train(policy=...)`). greedy: the most likely action (or the
     Gaussian mean) instead of a sample. After `max_steps` env steps the rows still
     running count as episodes ended there, with their reward sums (a greedy policy may
     never end one, e.g. a snake circling forever).
@@ -257,15 +261,14 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     vec = eval_vector(env, config, seed=seed)
     try:
         set_observation_statistics(vec, (state["normalize"] or {}).get("observations"))
-        policy = make_policy(vec, config)
-        policy.load_state_dict(state["model"])
+        policy = saved_policy(state, policy, path, vec)
     except BaseException:
         vec.close()
         raise
     generator = torch.Generator().manual_seed(seed)
 
     def act(out) -> torch.Tensor:
-        return _greedy(policy, out.params) if greedy else policy.sample(out, generator)[0]
+        return policy.head.greedy(out.params) if greedy else policy.sample(out, generator)[0]
 
     def before_step(vec, ended: int) -> None:
         if recorder is not None:
@@ -280,11 +283,3 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
         if recorder is not None:
             recorder.close()
 
-
-def _greedy(policy: Policy, params: torch.Tensor) -> torch.Tensor:
-    head = policy.head
-    if head.is_continuous:
-        return params
-    indices = torch.stack([logits.argmax(-1) for logits in params.split(head.nvec, dim=-1)], dim=-1)
-    actions = indices + head.start
-    return actions if head.action_shape else actions.squeeze(-1)

@@ -28,10 +28,12 @@ from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
-from puffercore.ppo.parts import free_cores, make_optimizer, make_policy, make_vector, transformed
-from puffercore.ppo.popart import PopArt
+from puffercore.ppo.parts import (free_cores, make_optimizer, make_policy, make_vector, policy_record, resolve_policy,
+                                  transformed)
+from puffercore.ppo.policy import restart_ended
+from puffercore.ppo.popart import PopArt, value_layer
 from puffercore.ppo.update import UpdateStep
-from puffercore.ppo.rollout import RolloutBuffer, iterate_minibatches, row_priorities
+from puffercore.ppo.rollout import RolloutBuffer, iterate_minibatches, row_priorities, state_fields
 from puffercore.seeding import derive_seed, named_seeds
 from puffercore.transforms import Normalize
 
@@ -42,10 +44,12 @@ SEED_NAMES = ("envs", "torch", "sampling", "eval")  # eval: the evaluation env (
 class Trainer:
     """PPO on `env`: anything `puffercore.env_sources.resolve` takes (an ocean env name, a
     gymnasium id, "module:attribute", an env class or creator, or a vector env made by
-    `puffercore.vector.make`, which the caller keeps and closes)."""
+    `puffercore.vector.make`, which the caller keeps and closes), with `policy`: anything
+    `ppo.parts.resolve_policy` takes (default: the DefaultPolicy `config` describes)."""
 
-    def __init__(self, env: Any, config: PPOConfig, run_dir: str | None = None):
+    def __init__(self, env: Any, config: PPOConfig, run_dir: str | None = None, policy: Any = None):
         config.validate()
+        self.policy_source = resolve_policy(policy)
         source = env_sources.resolve(env)
         self.env_name, self.env_spec, self.config = source.name, source.spec, config
         self.source = source  # what the evaluation env is made from (ppo.evaluation)
@@ -65,9 +69,9 @@ class Trainer:
         config, vec = self.config, self.vec
         torch.set_num_threads(config.torch_threads or free_cores(vec))
         torch.manual_seed(self.seeds["torch"])  # weight init, the same on every rank
-        self.policy = make_policy(vec, config).to(self.device)
+        self.policy = make_policy(vec, config, self.policy_source).to(self.device)
         self.group.broadcast_parameters(self.policy)
-        self.popart = PopArt(self.policy.critic) if config.value_norm else None
+        self.popart = PopArt(value_layer(self.policy)) if config.value_norm else None
         self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device)
         self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
                                       self.group, config.compile)
@@ -84,6 +88,7 @@ class Trainer:
                 f"({self.rows} rows x horizon {horizon} = {self.rows * horizon})"
             )
         self.state = self.policy.initial_state(self.rows, self.device)  # recurrent state of every row
+        self.recurrent = self.state is not None
 
         self.update = 0
         self.global_step = 0
@@ -147,10 +152,9 @@ class Trainer:
         slots = self.rollout.batch_slots(batch.rows)
 
         state = None
-        if self.state is not None:
-            state_before_reset = (self.state[0][slots.index], self.state[1][slots.index])
-            keep = torch.as_tensor(~(terminals | truncations), device=device).float()[:, None]
-            state = (state_before_reset[0] * keep, state_before_reset[1] * keep)
+        if self.recurrent:
+            state_before_reset = tuple(part[slots.index] for part in self.state)
+            state = restart_ended(state_before_reset, torch.as_tensor(terminals | truncations, device=device))
 
         if slots.has_previous.any():
             slots.store_transition({"reward": torch.as_tensor(rewards, device=device),
@@ -163,16 +167,17 @@ class Trainer:
                 final_state = None
                 if state is not None:
                     at = torch.as_tensor(truncated, device=device)
-                    final_state = (state_before_reset[0][at], state_before_reset[1][at])
-                slots.store_final_values(truncated, self._values(self.policy(final_obs, final_state).value))
+                    final_state = tuple(part[at] for part in state_before_reset)
+                slots.store_final_values(truncated, self._values(self.policy.output(final_obs, final_state).value))
 
         obs = torch.as_tensor(obs, device=device)
-        out = self.policy(obs, state)
+        out = self.policy.output(obs, state)
         actions, log_prob = self.policy.sample(out, self.action_rng)
         slots.store_step({"obs": obs, "value": self._values(out.value), "mask": torch.as_tensor(masks, device=device)},
                          {"action": actions, "log_prob": log_prob}, state)
         if state is not None:
-            self.state[0][slots.index], self.state[1][slots.index] = out.state
+            for part, new in zip(self.state, out.state):
+                part[slots.index] = new
         slots.advance()
         return self.policy.head.to_env(actions)
 
@@ -205,7 +210,7 @@ class Trainer:
             self.popart.update(returns[batch["mask"]], self.group)
             # The critic learns normalized returns (and is clipped around normalized old values).
             batch = {**batch, "return": self.popart.normalize(returns), "value": self.popart.normalize(values)}
-        by_rows = config.lstm or config.prio_alpha > 0  # whole rows: replayed in order, or sampled by priority
+        by_rows = self.recurrent or config.prio_alpha > 0  # whole rows: replayed in order, or sampled by priority
         rows_per_minibatch = max(1, config.minibatch_size // config.horizon)
         minibatch_size = rows_per_minibatch if by_rows else config.minibatch_size
         fields = None
@@ -264,7 +269,7 @@ class Trainer:
             if weights is not None:
                 weights = weights.expand_as(minibatch["advantage"]).reshape(-1)
         else:
-            out = self.policy(minibatch["obs"])
+            out = self.policy.output(minibatch["obs"])
             new_log_prob, entropy = self.policy.evaluate(out, minibatch["action"])
             flat, new_value = minibatch, out.value
         return ppo_loss(new_log_prob, entropy, new_value, flat, self.config, weights, self.group)
@@ -274,16 +279,15 @@ class Trainer:
         the state after every episode end, as collection did."""
         obs = minibatch["obs"]
         rows, horizon = obs.shape[0], obs.shape[1]
-        if self.policy.lstm is None:  # rows only for prioritized sampling: one batched pass
-            out = self.policy(obs.reshape(rows * horizon, *obs.shape[2:]))
+        if not self.recurrent:  # rows only for prioritized sampling: one batched pass
+            out = self.policy.output(obs.reshape(rows * horizon, *obs.shape[2:]))
             return out.params.reshape(rows, horizon, -1), out.value.reshape(rows, horizon)
-        state = (minibatch["state_h"], minibatch["state_c"])
+        state = tuple(minibatch[name] for name in state_fields(len(self.state)))
         params, values = [], []
         for t in range(horizon):
             if t > 0:
-                keep = (~(minibatch["terminal"][:, t - 1] | minibatch["truncation"][:, t - 1])).float()[:, None]
-                state = (state[0] * keep, state[1] * keep)
-            out = self.policy(obs[:, t], state)
+                state = restart_ended(state, minibatch["terminal"][:, t - 1] | minibatch["truncation"][:, t - 1])
+            out = self.policy.output(obs[:, t], state)
             state = out.state
             params.append(out.params)
             values.append(out.value)
@@ -297,6 +301,7 @@ class Trainer:
             "config": dataclasses.asdict(self.config),
             "seeds": self.seeds,
             "model": self.policy.state_dict(),
+            "policy": policy_record(self.policy_source, self.policy),
             "optimizer": self.optimizer.state_dict(),
             "rng": {"action": self.action_rng.get_state(), "sampling": self.sampling_rng.get_state(),
                     "torch": torch.get_rng_state(), "numpy": np.random.get_state()},
