@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         "state_0, ...), outputs the greedy actions, the distribution's params and the value (puffercore.ppo.export)."))
     export.add_argument("run", metavar="RUN", help="a run directory or its checkpoint.pt")
     export.add_argument("--format", required=True, choices=tuple(EXPORT_FORMATS),
-                        help="onnx (needs the onnx package) or torchscript")
+                        help="onnx (pip install \"puffercore[onnx]\") or torchscript")
     export.add_argument("--output", metavar="FILE", help="where to write it (default RUN/policy.onnx or RUN/policy.pt)")
     export.add_argument("--policy", metavar="MODULE:CLASS", help=POLICY_HELP + ", when the run was trained with one")
     export.set_defaults(handler=_export, command_parser=export)

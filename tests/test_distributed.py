@@ -52,6 +52,22 @@ def test_two_ranks_train_one_model_and_resume(tmp_path):
         ppo.train({"total_timesteps": 4096}, resume=str(run_dir))
 
 
+def test_two_ranks_train_a_policy_of_ones_own_and_resume(tmp_path):
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    result = torchrun(out, run_dir, "--custom-policy", "--updates", 2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert digests(out, 0) == digests(out, 1) and len(digests(out, 0)) == 2
+    saved = checkpoint.load(run_dir / run.CHECKPOINT_NAME)
+    assert any(name.startswith("body.") for name in saved["model"])
+    assert saved["policy"]["name"] is None  # a class of a __main__ script: passed again to resume
+    result = torchrun(out, run_dir, "--custom-policy", "--resume", "--updates", 3)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "rank 1 world 2 update 3" in result.stdout and digests(out, 0) == digests(out, 1)
+    result = torchrun(out, run_dir, "--resume", "--updates", 4)  # without it: refused, on every rank
+    assert result.returncode != 0 and "has no importable name (a lambda or a partial); pass it again" in result.stderr
+
+
 def test_a_rank_that_raises_ends_the_job(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

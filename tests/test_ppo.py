@@ -321,7 +321,7 @@ def test_cli_reports_config_errors(capsys, tmp_path):
     assert "unknown benchmark 'no_such_script'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [[], ["train"], ["eval"], ["bench"], ["plot"]])
+@pytest.mark.parametrize("command", [[], ["train"], ["eval"], ["bench"], ["plot"], ["export"]])
 def test_cli_help(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--help"])
@@ -330,6 +330,9 @@ def test_cli_help(command, capsys):
     assert "usage: puffercore" in text
     if command == ["train"]:
         assert "--train.learning-rate" in text and "--vec.backend" in text and "--policy.lstm" in text
+        assert "--policy MODULE:CLASS" in text
+    if command == ["export"]:
+        assert "{onnx,torchscript}" in text and "--output FILE" in text
 
 
 # ---- learning, run state, resume ------------------------------------------------------------

@@ -206,7 +206,7 @@ MUJOCO_TASK_PRESETS: dict[str, dict[str, Any]] = {
 
 # Atari games (atari:Breakout, ALE/Breakout-v5; puffercore.atari): CleanRL's
 # ppo_atari.py settings: 8 envs x 128 steps, 4 epochs of 4 minibatches (256), lr 2.5e-4
-# annealed, clip 0.1, the Nature CNN shared by actor and critic (ppo.policy.Policy picks the
+# annealed, clip 0.1, the Nature CNN shared by actor and critic (ppo.DefaultPolicy picks the
 # CNN for the uint8 frame stack), 10M steps; Python envs, so the processes backend.
 ATARI_PRESET: dict[str, Any] = dict(
     total_timesteps=10_000_000, backend="processes", num_envs=8, horizon=128, minibatch_size=256, update_epochs=4,

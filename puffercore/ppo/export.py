@@ -16,6 +16,7 @@ episode's start); outputs: `actions` (greedy; Box actions before clipping to the
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import warnings
 from typing import Any
@@ -37,8 +38,11 @@ def export_policy(path: str, format: str, output: str | None = None, policy: Any
 
     if format not in FORMATS:
         raise ValueError(f"format must be one of {list(FORMATS)}, got {format!r}")
+    if format == "onnx" and importlib.util.find_spec("onnx") is None:
+        raise ImportError('exporting to ONNX needs the onnx package: pip install "puffercore[onnx]"')
     deployed = Policy.load(path, policy)
-    output = output or os.path.join(os.path.dirname(os.path.abspath(run.checkpoint_path(path))), FORMATS[format])
+    deployed.network.requires_grad_(False)  # the file's outputs are plain tensors, not autograd's
+    output = output or os.path.join(os.path.dirname(run.checkpoint_path(path)), FORMATS[format])
     space = deployed.observation_space
     batch = 2  # traced with a batch of 2; the batch dimension stays dynamic
     observations = torch.as_tensor(np.zeros((batch, *space.shape), space.dtype))

@@ -2,10 +2,11 @@
 writing a digest of its parameters after every update to OUT/rank<R>.txt, so the test
 can check that all ranks hold the same model, and how it ended (the signal that stopped
 it, if one did). `--fail-at N`: rank 1 raises at update N; `--eval-interval N`: rank 0
-evaluates every N updates.
+evaluates every N updates; `--custom-policy`: train (and resume) with `SmallActorCritic`,
+a policy of the user's, instead of the built-in one.
 
     torchrun --standalone --nproc-per-node 2 tests/scripts/distributed_ppo.py OUT RUN_DIR [--resume] [--fail-at N]
-        [--updates N] [--stop-after N] [--eval-interval N]
+        [--updates N] [--stop-after N] [--eval-interval N] [--custom-policy]
 
 RUN_DIR "" trains in a new directory under ./runs.
 """
@@ -15,8 +16,21 @@ import hashlib
 import os
 
 import torch
+from torch import nn
 
 from puffercore import ppo
+
+
+class SmallActorCritic(ppo.ActorCritic):
+    def __init__(self, observation_space, action_space, observation_tree=None):
+        super().__init__(observation_space, action_space, observation_tree)
+        self.body = nn.Sequential(nn.Linear(observation_space.shape[0], 16), nn.Tanh())
+        self.actor, self.critic = nn.Linear(16, self.head.size), nn.Linear(16, 1)
+
+    def forward(self, observations):
+        hidden = self.body(observations)
+        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
@@ -26,6 +40,7 @@ parser.add_argument("--fail-at", type=int, default=0)
 parser.add_argument("--updates", type=int, default=4)
 parser.add_argument("--stop-after", type=int, default=None, help="updates of this call at most (ppo.train's stop_after)")
 parser.add_argument("--eval-interval", type=int, default=0)
+parser.add_argument("--custom-policy", action="store_true")
 args = parser.parse_args()
 rank = int(os.environ["RANK"])
 digests = open(os.path.join(args.out, f"rank{rank}.txt"), "a")
@@ -46,10 +61,11 @@ config = ppo.PPOConfig.for_env("cartpole", num_envs=8, horizon=16, minibatch_siz
                                run_dir=args.run_dir, log_interval=0.0, norm_obs=True, norm_reward=True,
                                eval_interval=args.eval_interval, eval_episodes=2,
                                compile="false")  # a budget of 100000 updates would compile under "auto"
+policy = SmallActorCritic if args.custom_policy else None
 if args.resume:
     trainer = ppo.train({"total_timesteps": 2 * 8 * 16 * args.updates}, resume=args.run_dir, until=record,
-                        stop_after=args.stop_after)
+                        stop_after=args.stop_after, policy=policy)
 else:
-    trainer = ppo.train(config, "cartpole", until=record, stop_after=args.stop_after)
+    trainer = ppo.train(config, "cartpole", until=record, stop_after=args.stop_after, policy=policy)
 print(f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step} "
       f"interrupted {trainer.interrupted.name if trainer.interrupted else None} run_dir {trainer.run_dir}", flush=True)
