@@ -282,4 +282,3 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
         vec.close()
         if recorder is not None:
             recorder.close()
-
