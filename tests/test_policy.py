@@ -35,8 +35,9 @@ def connect4_config(run_dir, **overrides) -> ppo.PPOConfig:
 
 def test_custom_cnn_trains_resumes_and_evaluates(tmp_path, board_cnn):
     run_dir = tmp_path / "run"
-    trainer = ppo.train(connect4_config(run_dir), "connect4", policy=board_cnn)
+    trainer = ppo.train(connect4_config(run_dir, eval_interval=1, eval_episodes=2), "connect4", policy=board_cnn)
     assert isinstance(trainer.policy, board_cnn) and trainer.update == 2
+    assert (run_dir / "best.pt").exists()  # evaluation during training played it too
     assert trainer.losses["loss/minibatches"] == 4  # it learned: 2 epochs of 2 minibatches
     saved = checkpoint.load(run_dir / run.CHECKPOINT_NAME)
     assert saved["policy"]["name"] == "connect4_cnn:BoardCNN"
