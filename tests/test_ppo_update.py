@@ -206,3 +206,29 @@ def test_seeded_eager_runs_are_bitwise_reproducible(tmp_path):
         results.append(([parameter.detach().clone() for parameter in trainer.policy.parameters()], trainer.losses))
     (first, first_losses), (second, second_losses) = results
     assert all(torch.equal(a, b) for a, b in zip(first, second)) and first_losses == second_losses
+
+
+def test_bfloat16_updates_run_the_policy_in_bf16_keep_float32_weights_and_reproduce(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="precision must be one of"):
+        PPOConfig(precision="fp16").validate()
+    seen = []
+    original = DefaultPolicy.forward
+
+    def recording_forward(self, observations, *state):
+        params, value, *rest = original(self, observations, *state)
+        seen.append((torch.is_grad_enabled(), params.dtype))
+        return (params, value, *rest)
+
+    monkeypatch.setattr(DefaultPolicy, "forward", recording_forward)
+    results = []
+    for name in ("first", "second"):
+        trainer = ppo.train(small_config(compile="false", precision="bfloat16", run_dir=str(tmp_path / name)),
+                            "cartpole")
+        assert np.isfinite(trainer.losses["loss/loss"])
+        assert all(parameter.dtype == torch.float32 for parameter in trainer.policy.parameters())
+        results.append([parameter.detach().clone() for parameter in trainer.policy.parameters()])
+    assert {dtype for grad, dtype in seen if grad} == {torch.bfloat16}  # the update's forwards
+    assert {dtype for grad, dtype in seen if not grad} == {torch.float32}  # collection's
+    assert all(torch.equal(first, second) for first, second in zip(*results))
+    args = build_parser().parse_args(["train", "cartpole", "--train.precision", "bfloat16"])
+    assert args.precision == "bfloat16"

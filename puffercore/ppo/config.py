@@ -78,6 +78,10 @@ class PPOConfig:
     compile: str = _option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
                            "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update)",
                            ("auto", "true", "false"))
+    precision: str = _option("float32", "train", "the update's forward and backward: float32, or bfloat16 (autocast: "
+                             "matmuls and convolutions in bf16, the loss and the weights in float32; fast where the "
+                             "CPU has AMX or AVX512-BF16 or on GPUs); collection stays float32",
+                             ("float32", "bfloat16"))
     # policy
     hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
     num_layers: int = _option(2, "policy", "hidden layers of the MLP")

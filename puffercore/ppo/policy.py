@@ -207,7 +207,9 @@ class ActorCritic(nn.Module):
         if state is not None and new_state is None:
             raise ValueError(f"{name}.forward was given a recurrent state and returned none: a recurrent policy "
                              f"returns (params, value, new_state)")
-        return PolicyOutput(self.masked(observations, params), value, new_state)
+        # float32 whatever the forward computed in (bf16 under the update's autocast): the
+        # log-probabilities and the loss are taken in float32.
+        return PolicyOutput(self.masked(observations, params.float()), value.float(), new_state)
 
     def masked(self, observations: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
         """`params` with the logits of the actions the observations' action mask rules out

@@ -74,7 +74,7 @@ class Trainer:
         self.popart = PopArt(value_layer(self.policy)) if config.value_norm else None
         self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device)
         self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
-                                      self.group, config.compile)
+                                      self.group, config.compile, config.precision)
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 

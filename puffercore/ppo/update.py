@@ -2,7 +2,7 @@
 step -- with the loss eager or compiled by torch.compile (`PPOConfig.compile`), and its
 statistics left on the device.
 
-    step = UpdateStep(trainer._minibatch_loss, policy, optimizer, max_grad_norm, group, "auto")
+    step = UpdateStep(trainer._minibatch_loss, policy, optimizer, max_grad_norm, group, "auto", "float32")
     scalars = step(minibatch, by_rows, weights)      # {"loss/policy": tensor, ...}; no host sync
     step.decide(update_seconds, updates_left)        # "auto": compile where the rest of the run repays it
 
@@ -15,6 +15,9 @@ in Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_USER): 
 compiles only when the eager update, projected over the rest of the run, takes
 `AUTO_COMPILE_SECONDS` or more, and keeps the compiled loss only if its update is
 faster than the eager one (bench/bench_update.py measures both).
+`precision="bfloat16"` runs the loss under autocast (bf16 matmuls and convolutions,
+float32 weights, optimizer and reductions): the update's new log-probabilities then
+carry bf16 rounding against the float32 ones collection recorded.
 A platform that cannot compile (no C++ compiler, an op Inductor lacks) prints one line
 and the run goes on eagerly. Compiled kernels are deterministic run to run, but their
 bits differ from eager's (fused and reordered float math): a seeded run reproduces
@@ -32,6 +35,7 @@ import torch
 from puffercore.ppo.flat_adam import FlatAdam
 
 COMPILE_SETTINGS = ("auto", "true", "false")
+PRECISIONS = ("float32", "bfloat16")
 # The eager update time, projected over the rest of a run, from which "auto" compiles:
 # several times a cold compile on the 2-core machine (10-25 s; a cached one takes
 # 1-5 s), so that a 1.3x faster update repays it in that run.
@@ -46,9 +50,12 @@ class UpdateStep:
     "loss/grad_norm_actor")."""
 
     def __init__(self, loss: Callable[..., dict[str, torch.Tensor]], policy: torch.nn.Module,
-                 optimizer: FlatAdam, max_grad_norm: float, group, setting: str):
+                 optimizer: FlatAdam, max_grad_norm: float, group, setting: str, precision: str = "float32"):
         if setting not in COMPILE_SETTINGS:
             raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {setting!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+        self.autocast_dtype = torch.bfloat16 if precision == "bfloat16" else None
         self.loss, self.policy, self.optimizer, self.group = loss, policy, optimizer, group
         self.max_grad_norm = max_grad_norm
         self.setting = setting
@@ -109,7 +116,9 @@ class UpdateStep:
         return scalars
 
     def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> dict[str, torch.Tensor]:
-        losses = loss(minibatch, by_rows, weights)
+        device = next(self.policy.parameters()).device.type
+        with torch.autocast(device, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            losses = loss(minibatch, by_rows, weights)
         self.optimizer.zero_grad()
         losses["loss"].backward()
         self.group.average_gradients(self.policy.parameters())
