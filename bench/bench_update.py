@@ -2,7 +2,8 @@
 
 Default: the trainer's whole update (`Trainer.learn()` on one collected rollout: every
 epoch's minibatches, loss, backward, clipping, fused Adam) with the loss eager against
-compiled (`--compile false` / `true`), for the presets whose updates bound training:
+compiled (`--compile false` / `true`), or with `--compare precision` in float32 against
+bf16 autocast (`--train.precision`), for the presets whose updates bound training:
 
 - cartpole: the CartPole preset (32-wide tanh MLPs, minibatches of 2048).
 - snake: the Snake preset (128-wide MLPs on 121 uint8 cells, minibatches of 8192).
@@ -23,6 +24,7 @@ on CPU updates the parameters tensor by tensor. Both sides start from the same w
 
     python bench/bench_update.py                                   # 4 presets, 3 rounds of ~3 s a side
     python bench/bench_update.py --presets mujoco atari --rounds 5
+    python bench/bench_update.py --compare precision               # float32 vs bf16 autocast (train.precision)
     python bench/bench_update.py --cleanrl                         # atari and mujoco, 3 rounds of 5 s
     python bench/bench_update.py --cleanrl --policies atari --batch 1024 --threads 1
 
@@ -86,11 +88,11 @@ PRESETS = {
 }
 
 
-def preset_trainer(name: str, compile_setting: str, threads: int = 0) -> Trainer:
+def preset_trainer(name: str, compile_setting: str, threads: int = 0, precision: str = "float32") -> Trainer:
     """A trainer of preset `name` holding one collected rollout, compiled (when asked)
     and warmed up by one update."""
     env, config = PRESETS[name]
-    config = dataclasses.replace(config, compile=compile_setting, torch_threads=threads, quiet=True,
+    config = dataclasses.replace(config, compile=compile_setting, precision=precision, torch_threads=threads, quiet=True,
                                  tensorboard=False, run_dir=tempfile.mkdtemp(prefix="bench-update-"))
     trainer = Trainer(env, config)
     trainer.reset_envs()
@@ -111,25 +113,34 @@ def timed_learn(trainer: Trainer, seconds: float) -> tuple[float, float]:
     return (time.perf_counter() - start) / count * 1e3, (time.process_time() - cpu_start) / count * 1e3
 
 
-def compare_compiled(names: list[str], rounds: int, seconds: float, threads: int) -> None:
+# --compare: the two sides, (label, compile setting, precision) each.
+COMPARISONS = {"compile": (("eager", "false", "float32"), ("compiled", "true", "float32")),
+               "precision": (("float32", "false", "float32"), ("bfloat16", "false", "bfloat16"))}
+
+
+def compare_updates(names: list[str], comparison: str, rounds: int, seconds: float, threads: int) -> None:
     for name in names:
-        trainers = {setting: preset_trainer(name, setting, threads) for setting in ("false", "true")}
+        trainers = {label: preset_trainer(name, compile_setting, threads, precision)
+                    for label, compile_setting, precision in COMPARISONS[comparison]}
         try:
-            results = {setting: [] for setting in trainers}
+            results = {label: [] for label in trainers}
             for _ in range(rounds):
-                for setting, trainer in trainers.items():
-                    results[setting].append(timed_learn(trainer, seconds))
-            (eager, eager_cpu), (compiled, compiled_cpu) = (
-                [statistics.median(times) for times in zip(*results[setting])] for setting in ("false", "true"))
-            minibatches = trainers["false"].losses["loss/minibatches"]
-            compile_seconds = trainers["true"].update_step.compile_seconds
-            print(f"{name}: one update ({minibatches:g} minibatches of {trainers['false'].config.minibatch_size}), "
+                for label, trainer in trainers.items():
+                    results[label].append(timed_learn(trainer, seconds))
+            (first, first_cpu), (second, second_cpu) = (
+                [statistics.median(times) for times in zip(*results[label])] for label in trainers)
+            (first_label, first_trainer), (second_label, second_trainer) = trainers.items()
+            minibatches = first_trainer.losses["loss/minibatches"]
+            print(f"{name}: one update ({minibatches:g} minibatches of {first_trainer.config.minibatch_size}), "
                   f"{torch.get_num_threads()} torch threads, median of {rounds} rounds; load average "
                   f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-            print(f"  eager      {eager:9.2f} ms, {eager_cpu:9.2f} ms CPU ({eager_cpu / minibatches:.3f} per minibatch)")
-            print(f"  compiled   {compiled:9.2f} ms, {compiled_cpu:9.2f} ms CPU ({compiled_cpu / minibatches:.3f} per "
-                  f"minibatch; compiled in {compile_seconds:.1f} s)")
-            print(f"  eager / compiled: {eager / compiled:.2f}x wall, {eager_cpu / compiled_cpu:.2f}x CPU", flush=True)
+            compiled = second_trainer.update_step.compile_seconds
+            print(f"  {first_label:10s} {first:9.2f} ms, {first_cpu:9.2f} ms CPU ({first_cpu / minibatches:.3f} per "
+                  f"minibatch)")
+            print(f"  {second_label:10s} {second:9.2f} ms, {second_cpu:9.2f} ms CPU ({second_cpu / minibatches:.3f} per "
+                  f"minibatch{f'; compiled in {compiled:.1f} s' if compiled else ''})")
+            print(f"  {first_label} / {second_label}: {first / second:.2f}x wall, {first_cpu / second_cpu:.2f}x CPU",
+                  flush=True)
         finally:
             for trainer in trainers.values():
                 trainer.close()
@@ -202,6 +213,8 @@ def compare_cleanrl(names: list[str], batch: int, rounds: int, seconds: float) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), default=list(PRESETS))
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="compile",
+                        help="the two sides of a preset's update: eager vs compiled loss, or float32 vs bfloat16 autocast")
     parser.add_argument("--cleanrl", action="store_true", help="puffercore's minibatch step against CleanRL's")
     parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES),
                         help="with --cleanrl")
@@ -217,7 +230,7 @@ def main() -> None:
             torch.set_num_threads(args.threads)
         compare_cleanrl(args.policies, args.batch, args.rounds, args.seconds or 5.0)
     else:
-        compare_compiled(args.presets, args.rounds, args.seconds or 3.0, args.threads)
+        compare_updates(args.presets, args.compare, args.rounds, args.seconds or 3.0, args.threads)
 
 
 if __name__ == "__main__":
