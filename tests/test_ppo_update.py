@@ -14,6 +14,7 @@ from puffercore import ppo
 from puffercore.__main__ import build_parser
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, update
+from puffercore.inference import native_bf16
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.rollout import iterate_minibatches
 
@@ -232,3 +233,5 @@ def test_bfloat16_updates_run_the_policy_in_bf16_keep_float32_weights_and_reprod
     assert all(torch.equal(first, second) for first, second in zip(*results))
     args = build_parser().parse_args(["train", "cartpole", "--train.precision", "bfloat16"])
     assert args.precision == "bfloat16"
+    auto = ppo.train(small_config(precision="auto", total_timesteps=8 * 16, run_dir=str(tmp_path / "auto")), "cartpole")
+    assert auto.update_step.autocast_dtype == (torch.bfloat16 if native_bf16() else None)

@@ -78,10 +78,10 @@ class PPOConfig:
     compile: str = _option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
                            "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update)",
                            ("auto", "true", "false"))
-    precision: str = _option("float32", "train", "the update's forward and backward: float32, or bfloat16 (autocast: "
-                             "matmuls and convolutions in bf16, the loss and the weights in float32; fast where the "
-                             "CPU has AMX or AVX512-BF16 or on GPUs); collection stays float32",
-                             ("float32", "bfloat16"))
+    precision: str = _option("float32", "train", "the update's forward and backward: float32, bfloat16 (autocast: "
+                             "matmuls and convolutions in bf16, the loss and the weights in float32), or auto (bfloat16 "
+                             "where the CPU computes it natively, else float32); collection stays float32",
+                             ("float32", "bfloat16", "auto"))
     # policy
     hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
     num_layers: int = _option(2, "policy", "hidden layers of the MLP")
@@ -171,6 +171,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Its big matmuls bound the update: compiled, 0.9-1.1x (bench_update.py), which does
         # not repay a cold compile (20-25 s) in a default run's 38 updates.
         learning_rate=3e-3, hidden_size=128, compile="false",
+        # bf16 autocast where native: 1.35-1.41x end to end, returns 2.67 / 3.79 against
+        # float32's 2.57 / 2.95 at 5M steps (seeds 1 / 2; docs/design.md section 7).
+        precision="auto",
     ),
     "squared": dict(
         total_timesteps=1_000_000, num_envs=256, horizon=32, minibatch_size=4096,

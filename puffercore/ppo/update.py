@@ -17,7 +17,11 @@ compiles only when the eager update, projected over the rest of the run, takes
 faster than the eager one (bench/bench_update.py measures both).
 `precision="bfloat16"` runs the loss under autocast (bf16 matmuls and convolutions,
 float32 weights, optimizer and reductions): the update's new log-probabilities then
-carry bf16 rounding against the float32 ones collection recorded.
+carry bf16 rounding against the float32 ones collection recorded. "auto" is bfloat16 on
+CPUs that compute it natively (AMX, AVX512-BF16) and float32 elsewhere (GPUs included:
+not measured there); a small MLP's update is slower in bf16 (CartPole 0.73x), the
+big matmuls and convolutions faster (Snake 1.69x, Atari 1.94x; bench_update.py
+--compare precision).
 A platform that cannot compile (no C++ compiler, an op Inductor lacks) prints one line
 and the run goes on eagerly. Compiled kernels are deterministic run to run, but their
 bits differ from eager's (fused and reordered float math): a seeded run reproduces
@@ -32,10 +36,11 @@ from typing import Callable
 
 import torch
 
+from puffercore.inference import native_bf16
 from puffercore.ppo.flat_adam import FlatAdam
 
 COMPILE_SETTINGS = ("auto", "true", "false")
-PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("float32", "bfloat16", "auto")
 # The eager update time, projected over the rest of a run, from which "auto" compiles:
 # several times a cold compile on the 2-core machine (10-25 s; a cached one takes
 # 1-5 s), so that a 1.3x faster update repays it in that run.
@@ -55,7 +60,9 @@ class UpdateStep:
             raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {setting!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
-        self.autocast_dtype = torch.bfloat16 if precision == "bfloat16" else None
+        on_cpu = next(policy.parameters()).device.type == "cpu"
+        bf16 = precision == "bfloat16" or (precision == "auto" and on_cpu and native_bf16())
+        self.autocast_dtype = torch.bfloat16 if bf16 else None
         self.loss, self.policy, self.optimizer, self.group = loss, policy, optimizer, group
         self.max_grad_norm = max_grad_norm
         self.setting = setting
