@@ -60,8 +60,8 @@ class UpdateStep:
             raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {setting!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
-        on_cpu = next(policy.parameters()).device.type == "cpu"
-        bf16 = precision == "bfloat16" or (precision == "auto" and on_cpu and native_bf16())
+        self.device_type = next(policy.parameters()).device.type
+        bf16 = precision == "bfloat16" or (precision == "auto" and self.device_type == "cpu" and native_bf16())
         self.autocast_dtype = torch.bfloat16 if bf16 else None
         self.loss, self.policy, self.optimizer, self.group = loss, policy, optimizer, group
         self.max_grad_norm = max_grad_norm
@@ -123,8 +123,7 @@ class UpdateStep:
         return scalars
 
     def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> dict[str, torch.Tensor]:
-        device = next(self.policy.parameters()).device.type
-        with torch.autocast(device, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+        with torch.autocast(self.device_type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
             losses = loss(minibatch, by_rows, weights)
         self.optimizer.zero_grad()
         losses["loss"].backward()
