@@ -476,15 +476,49 @@ def test_self_play_is_the_same_with_and_without_the_evaluation_cache():
 
 def test_value_targets_mix_the_game_result_with_the_search_value():
     buffer = ReplayBuffer(8, (1,), 2, 2)
-    history = [(np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([0.2, -0.2]), False),
-               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 1, np.array([0.6, -0.6]), False),
-               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([-1.0, 1.0]), True)]
+    history = [(np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([0.2, -0.2]), False, 3),
+               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 1, np.array([0.6, -0.6]), False, 2),
+               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([-1.0, 1.0]), True, 1)]
     buffer.add_game(history, np.array([1.0, -1.0]), search_value_weight=0.25)
     np.testing.assert_allclose(buffer.values[:3], [[0.8, -0.8],                 # 0.75 * 1 + 0.25 * 0.2
                                                    [-0.9, 0.9],                 # player 1's view of (0.9, -0.9)
                                                    [-1.0, 1.0]], rtol=1e-6)     # proven: exact, whatever the game gave
     buffer.add_game([], np.array([1.0, -1.0]))  # a game without a recorded position adds nothing
     assert len(buffer) == 3
+    buffer.add_game(history, np.array([1.0, -1.0]), search_value_weight=0.25, value_discount=0.5)
+    np.testing.assert_allclose(buffer.values[3:6], [[0.75 * 0.125 + 0.05, -0.75 * 0.125 - 0.05],  # 3 moves left
+                                                    [-0.75 * 0.25 - 0.15, 0.75 * 0.25 + 0.15],    # 2 moves left
+                                                    [-0.5, 0.5]], rtol=1e-6)                      # proven, 1 left
+
+
+def test_self_play_records_the_moves_left_to_each_games_end():
+    """The last field of a recorded position counts the moves from it to the game's end:
+    the game's last recorded position has 1 left, the first as many as the game had."""
+    trainer = Trainer(tiny_config(games_per_iteration=3, parallel_games=3))
+    game_seeds = [derive_seed(trainer.seeds["games"], number) for number in range(3)]
+    games = play_games(trainer.game, trainer.config, range(3), game_seeds, 3, 0, make_evaluator(trainer.network.eval()))
+    for _, history, _, moves in games:
+        assert [position[-1] for position in history] == list(range(moves, 0, -1))
+
+
+def test_a_value_discount_scales_each_target_by_its_moves_left():
+    """The same games (the first iteration's play does not depend on the targets) learn
+    their results times 0.9 per move left: between 0.9 (the last move) and 0.9^9."""
+    plain = Trainer(tiny_config(search_value_weight=0.0, inference_precision="float32"))
+    discounted = Trainer(tiny_config(search_value_weight=0.0, inference_precision="float32", value_discount=0.9))
+    plain.self_play()
+    discounted.self_play()
+    count = len(plain.replay)
+    np.testing.assert_array_equal(plain.replay.observations[:count], discounted.replay.observations[:count])
+    before, after = plain.replay.values[:count], discounted.replay.values[:count]
+    decided = before != 0
+    assert decided.any(), "no game of the iteration was decided"
+    moves_left = np.log(after[decided] / before[decided]) / np.log(0.9)
+    np.testing.assert_allclose(moves_left, np.round(moves_left), atol=1e-3)
+    assert moves_left.min() > 0.5 and moves_left.max() < 9.5
+    np.testing.assert_array_equal(after[~decided], 0.0)
+    with pytest.raises(ValueError, match="value_discount"):
+        tiny_config(value_discount=0.0)
 
 
 def test_playout_cap_randomization_records_only_full_searches():
