@@ -152,11 +152,13 @@ PRESETS = {
     # Self-play time goes mostly into the network's forward passes, so the tower is narrow
     # and the search short; two self-play threads overlap one's tree work with the other's
     # forward; every example is trained on about 1.5 times per mirror image; the value
-    # target mixes in the root's search value and the rate decays over the run. The
+    # target mixes in the root's search value, its result discounted per move left (so
+    # faster wins and slower losses rank first), and the rate decays over the run. The
     # measurements behind each choice are in docs/design.md ("AlphaZero presets").
     "connect4": dict(channels=32, blocks=3, games_per_iteration=256, parallel_games=256, simulations=64,
                      dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
-                     learning_rate=2e-3, lr_decay="cosine", search_value_weight=0.5, train_steps=300,
+                     learning_rate=2e-3, lr_decay="cosine", search_value_weight=0.5, value_discount=0.98,
+                     train_steps=300,
                      iterations=1000, minutes=30, eval_interval=4, eval_games=20, eval_simulations=100),
     # Azul: flat observations (an MLP tower), ~60 moves a game with dozens of legal moves.
     # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q and the
