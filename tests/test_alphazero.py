@@ -161,8 +161,8 @@ def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order(
     games = [game for k in range(2) for game in play_games(sequential.game, sequential.config, range(k, 7, 2), game_seeds,
                                                             2, derive_seed(seed, k), evaluate)]
     assert sorted(number for number, _, _, _ in games) == list(range(7))
-    for number, history, returns, _ in sorted(games, key=lambda game: game[0]):
-        sequential.replay.add_game(history, returns)
+    for number, history, returns, moves in sorted(games, key=lambda game: game[0]):
+        sequential.replay.add_game(history, returns, moves)
     count = len(threaded.replay)
     assert count == len(sequential.replay) == threaded.counters["positions"]
     for name in ("observations", "legal_masks", "policies", "values"):
@@ -476,29 +476,29 @@ def test_self_play_is_the_same_with_and_without_the_evaluation_cache():
 
 def test_value_targets_mix_the_game_result_with_the_search_value():
     buffer = ReplayBuffer(8, (1,), 2, 2)
-    history = [(np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([0.2, -0.2]), False, 3),
-               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 1, np.array([0.6, -0.6]), False, 2),
-               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([-1.0, 1.0]), True, 1)]
-    buffer.add_game(history, np.array([1.0, -1.0]), search_value_weight=0.25)
+    history = [(np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([0.2, -0.2]), False, 0),
+               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 1, np.array([0.6, -0.6]), False, 1),
+               (np.zeros(1), np.ones(2, bool), np.full(2, 0.5), 0, np.array([-1.0, 1.0]), True, 2)]
+    buffer.add_game(history, np.array([1.0, -1.0]), 3, search_value_weight=0.25)
     np.testing.assert_allclose(buffer.values[:3], [[0.8, -0.8],                 # 0.75 * 1 + 0.25 * 0.2
                                                    [-0.9, 0.9],                 # player 1's view of (0.9, -0.9)
                                                    [-1.0, 1.0]], rtol=1e-6)     # proven: exact, whatever the game gave
-    buffer.add_game([], np.array([1.0, -1.0]))  # a game without a recorded position adds nothing
+    buffer.add_game([], np.array([1.0, -1.0]), 0)  # a game without a recorded position adds nothing
     assert len(buffer) == 3
-    buffer.add_game(history, np.array([1.0, -1.0]), search_value_weight=0.25, value_discount=0.5)
+    buffer.add_game(history, np.array([1.0, -1.0]), 3, search_value_weight=0.25, value_discount=0.5)
     np.testing.assert_allclose(buffer.values[3:6], [[0.75 * 0.125 + 0.05, -0.75 * 0.125 - 0.05],  # 3 moves left
                                                     [-0.75 * 0.25 - 0.15, 0.75 * 0.25 + 0.15],    # 2 moves left
                                                     [-0.5, 0.5]], rtol=1e-6)                      # proven, 1 left
 
 
-def test_self_play_records_the_moves_left_to_each_games_end():
-    """The last field of a recorded position counts the moves from it to the game's end:
-    the game's last recorded position has 1 left, the first as many as the game had."""
+def test_self_play_records_the_moves_played_before_each_position():
+    """The last field of a recorded position counts the game's moves before it: 0 for
+    the first, one less than the game's moves for the last (every move searched fully)."""
     trainer = Trainer(tiny_config(games_per_iteration=3, parallel_games=3))
     game_seeds = [derive_seed(trainer.seeds["games"], number) for number in range(3)]
     games = play_games(trainer.game, trainer.config, range(3), game_seeds, 3, 0, make_evaluator(trainer.network.eval()))
     for _, history, _, moves in games:
-        assert [position[-1] for position in history] == list(range(moves, 0, -1))
+        assert [position[-1] for position in history] == list(range(moves))
 
 
 def test_a_value_discount_scales_each_target_by_its_moves_left():

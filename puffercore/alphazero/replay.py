@@ -34,21 +34,22 @@ class ReplayBuffer:
             self.write_index = (self.write_index + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
 
-    def add_game(self, history: list, returns: np.ndarray, search_value_weight: float = 0.0,
+    def add_game(self, history: list, returns: np.ndarray, moves: int, search_value_weight: float = 0.0,
                  value_discount: float = 1.0) -> None:
-        """A finished game's recorded positions: `history` holds (observation, legal mask,
-        search policy, player to move, root search value by seat, proven, moves left to
-        the game's end) per position. Each learns, from its mover's seat, the game's final
-        `returns` discounted by `value_discount` per move left, mixed with its search's
+        """A finished game of `moves` moves and its recorded positions: `history` holds
+        (observation, legal mask, search policy, player to move, root search value by seat,
+        proven, moves played before it) per position. Each learns, from its mover's seat,
+        the game's final `returns` discounted by `value_discount` per move left to the end
+        (`moves` minus the moves before it), mixed with its search's
         root value: (1 - w) * returns * discount^left + w * search value; a position the
         solver proved learns its exact result, discounted the same way."""
         if not history:  # every move of the game had a cheap search
             return
         returns = np.asarray(returns, dtype=np.float32)
-        observations, legal_masks, policies, players, search_values, proven, moves_left = zip(*history)
+        observations, legal_masks, policies, players, search_values, proven, moves_before = zip(*history)
         targets = []
-        for player, search, exact, left in zip(players, search_values, proven, moves_left):
-            discount = np.float32(value_discount) ** left
+        for player, search, exact, before in zip(players, search_values, proven, moves_before):
+            discount = np.float32(value_discount) ** (moves - before)
             target = search * discount if exact else \
                 (1 - search_value_weight) * returns * discount + search_value_weight * search
             targets.append(value_targets(target, player))

@@ -8,7 +8,7 @@ game on: more games, and so more game results, for the same evaluations.
 
     played = play_iteration(game, config, network, search_seed, game_seeds)
     for history, returns, moves in played:
-        replay.add_game(history, returns, config.search_value_weight, config.value_discount)
+        replay.add_game(history, returns, moves, config.search_value_weight, config.value_discount)
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
                    game_seeds: list[int]) -> list[tuple[list, np.ndarray, int]]:
     """Play one iteration's games, game g from `game_seeds[g]`; returns (history, returns,
     moves played) per game in game order, a history holding (observation, legal mask, search policy,
-    player to move, root search value by seat, whether the solver proved it, moves left to
-    the game's end) per move recorded for training (every full search).
+    player to move, root search value by seat, whether the solver proved it, moves played
+    before it) per move recorded for training (every full search).
 
     With self_play_threads = T, game g is played by thread g % T, each thread with its
     own batched search (seeded by `search_seed` and its index) over its share of
@@ -103,7 +103,6 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
             if full[slot]:
                 proven = mcts.proven_value(slot)
                 search_value = proven if proven is not None else mcts.root_value(slot)
-                # The last field is the move number until the game ends; then the moves left.
                 histories[slot].append((state.observation(), state.legal_mask(), policies[slot],
                                         state.current_player(), search_value, proven is not None,
                                         moves_played[slot]))
@@ -113,7 +112,6 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
             state.apply(action)
             mcts.advance(slot, action)
             if state.is_terminal() or moves_played[slot] >= max_moves:
-                history = [(*position[:-1], moves_played[slot] - position[-1]) for position in histories[slot]]
-                played.append((slot_games[slot], history, state.returns(), moves_played[slot]))
+                played.append((slot_games[slot], histories[slot], state.returns(), moves_played[slot]))
                 start_game(slot)
     return played

@@ -95,8 +95,8 @@ class Trainer:
         game_seeds = [derive_seed(self.rank_seeds["games"], self.counters["games"] + number)
                       for number in range(config.games_per_iteration)]
         played = play_iteration(self.game, config, self.network, search_seed, game_seeds)
-        for history, returns, _ in played:
-            self.replay.add_game(history, returns, config.search_value_weight, config.value_discount)
+        for history, returns, moves in played:
+            self.replay.add_game(history, returns, moves, config.search_value_weight, config.value_discount)
         recorded = sum(len(history) for history, _, _ in played)
         # Counters count every rank's games and recorded positions (the same on every rank).
         self.counters["games"] += config.games_per_iteration * self.group.world_size
