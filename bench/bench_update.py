@@ -3,7 +3,9 @@
 Default: the trainer's whole update (`Trainer.learn()` on one collected rollout: every
 epoch's minibatches, loss, backward, clipping, fused Adam) with the loss eager against
 compiled (`--compile false` / `true`), or with `--compare precision` in float32 against
-bf16 autocast (`--train.precision`), for the presets whose updates bound training:
+bf16 autocast (`--train.precision`), or with `--compare backward` autograd against the
+hand-derived gradients of the default MLP policy (`--train.backward`; CartPole and
+Snake: the presets it covers), for the presets whose updates bound training:
 
 - cartpole: the CartPole preset (32-wide tanh MLPs, minibatches of 2048).
 - snake: the Snake preset (128-wide MLPs on 121 uint8 cells, minibatches of 8192).
@@ -25,6 +27,7 @@ on CPU updates the parameters tensor by tensor. Both sides start from the same w
     python bench/bench_update.py                                   # 4 presets, 3 rounds of ~3 s a side
     python bench/bench_update.py --presets mujoco atari --rounds 5
     python bench/bench_update.py --compare precision               # float32 vs bf16 autocast (train.precision)
+    python bench/bench_update.py --compare backward --presets cartpole snake   # autograd vs by hand (train.backward)
     python bench/bench_update.py --cleanrl                         # atari and mujoco, 3 rounds of 5 s
     python bench/bench_update.py --cleanrl --policies atari --batch 1024 --threads 1
 
@@ -88,12 +91,14 @@ PRESETS = {
 }
 
 
-def preset_trainer(name: str, compile_setting: str, threads: int = 0, precision: str = "float32") -> Trainer:
+def preset_trainer(name: str, compile_setting: str, threads: int = 0, precision: str = "float32",
+                   backward: str = "autograd") -> Trainer:
     """A trainer of preset `name` holding one collected rollout, compiled (when asked)
     and warmed up by one update."""
     env, config = PRESETS[name]
-    config = dataclasses.replace(config, compile=compile_setting, precision=precision, torch_threads=threads, quiet=True,
-                                 tensorboard=False, run_dir=tempfile.mkdtemp(prefix="bench-update-"))
+    config = dataclasses.replace(config, compile=compile_setting, precision=precision, backward=backward,
+                                 torch_threads=threads, quiet=True, tensorboard=False,
+                                 run_dir=tempfile.mkdtemp(prefix="bench-update-"))
     trainer = Trainer(env, config)
     trainer.reset_envs()
     trainer.collect()
@@ -113,15 +118,16 @@ def timed_learn(trainer: Trainer, seconds: float) -> tuple[float, float]:
     return (time.perf_counter() - start) / count * 1e3, (time.process_time() - cpu_start) / count * 1e3
 
 
-# --compare: the two sides, (label, compile setting, precision) each.
-COMPARISONS = {"compile": (("eager", "false", "float32"), ("compiled", "true", "float32")),
-               "precision": (("float32", "false", "float32"), ("bfloat16", "false", "bfloat16"))}
+# --compare: the two sides, (label, compile setting, precision, backward) each.
+COMPARISONS = {"compile": (("eager", "false", "float32", "autograd"), ("compiled", "true", "float32", "autograd")),
+               "precision": (("float32", "false", "float32", "autograd"), ("bfloat16", "false", "bfloat16", "autograd")),
+               "backward": (("autograd", "false", "float32", "autograd"), ("by hand", "false", "float32", "auto"))}
 
 
 def compare_updates(names: list[str], comparison: str, rounds: int, seconds: float, threads: int) -> None:
     for name in names:
-        trainers = {label: preset_trainer(name, compile_setting, threads, precision)
-                    for label, compile_setting, precision in COMPARISONS[comparison]}
+        trainers = {label: preset_trainer(name, compile_setting, threads, precision, backward)
+                    for label, compile_setting, precision, backward in COMPARISONS[comparison]}
         try:
             results = {label: [] for label in trainers}
             for _ in range(rounds):
@@ -214,7 +220,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), default=list(PRESETS))
     parser.add_argument("--compare", choices=sorted(COMPARISONS), default="compile",
-                        help="the two sides of a preset's update: eager vs compiled loss, or float32 vs bfloat16 autocast")
+                        help="the two sides of a preset's update: eager vs compiled loss, float32 vs bfloat16 "
+                             "autocast, or autograd vs the hand-derived gradients (train.backward)")
     parser.add_argument("--cleanrl", action="store_true", help="puffercore's minibatch step against CleanRL's")
     parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES),
                         help="with --cleanrl")

@@ -17,6 +17,14 @@ gradient in place (backward then adds into the views), and `step` first takes ba
 gradient that was replaced (`module.zero_grad()` or an assignment to `.grad`), so none
 is lost. Its state_dict holds one parameter; a state saved per parameter (by torch's
 Adam, before this optimizer) loads too.
+
+torch wraps `Optimizer.__init__`'s `add_param_group`, `state_dict`, `load_state_dict` and
+the functional `adam` in a lazy `import torch._dynamo` (to keep torch.compile out of
+them), and that import took 1.7 s on the 2-core machine: 40% of the time PPO took to
+solve CartPole. This optimizer is never compiled, so it calls those methods unwrapped
+and makes the fused kernel's state itself (as torch's Adam does) instead of taking its
+first step through `adam`; only the unfused path (devices without the fused kernel)
+still steps through torch's Adam.
 """
 
 from __future__ import annotations
@@ -58,6 +66,12 @@ class FlatAdam(torch.optim.Adam):
         self.flat = flat
         super().__init__([flat], lr=lr, eps=eps, fused=fused)
 
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        _unwrapped(torch.optim.Optimizer.add_param_group)(self, param_group)
+
+    def state_dict(self) -> dict[str, Any]:
+        return _unwrapped(torch.optim.Optimizer.state_dict)(self)
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero every gradient, in place whatever `set_to_none` (the views stay the gradients)."""
         self.flat.grad.zero_()
@@ -67,8 +81,12 @@ class FlatAdam(torch.optim.Adam):
     def step(self, closure=None):
         self._attach_gradients()
         group, state = self.param_groups[0], self.state[self.flat]
-        if closure is not None or not state or not group["fused"] or group["amsgrad"] or torch.is_tensor(group["lr"]):
-            return super().step(closure)  # first step (state made torch's way), or options the kernel call below lacks
+        if closure is not None or not group["fused"] or group["amsgrad"] or torch.is_tensor(group["lr"]):
+            return super().step(closure)  # options the kernel call below lacks
+        if not state:  # the state torch's fused Adam makes on its first step
+            state["step"] = torch.zeros((), dtype=torch.float32, device=self.flat.device)
+            state["exp_avg"] = torch.zeros_like(self.flat, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(self.flat, memory_format=torch.preserve_format)
         # What torch's fused Adam runs for one tensor (torch.optim.adam._fused_adam),
         # without Optimizer.step's Python around it (79 -> 27 us a step; module docstring).
         torch._foreach_add_([state["step"]], 1)
@@ -105,4 +123,10 @@ class FlatAdam(torch.optim.Adam):
                         flat[offset : offset + parameter.numel()] = entry[name].reshape(-1)
                     state[0][name] = flat
             state_dict = {"state": state, "param_groups": [{**groups[0], "params": [0]}]}
-        super().load_state_dict(state_dict)
+        _unwrapped(torch.optim.Optimizer.load_state_dict)(self, state_dict)
+
+
+def _unwrapped(method):
+    """`method` without torch's lazy-dynamo wrapper (module docstring): the function it
+    wraps (functools.wraps' `__wrapped__`), or `method` where torch does not wrap it."""
+    return getattr(method, "__wrapped__", method)

@@ -37,7 +37,7 @@ def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch
     ratio = log_ratio.exp()
     advantages = batch["advantage"]
     if config.norm_adv:
-        mean, std = _global_mean_std(advantages, live, group or Group())
+        mean, std = global_mean_std(advantages, live, group or Group())
         advantages = (advantages - mean) / (std + 1e-8)
     if weights is not None:
         advantages = advantages * weights
@@ -57,7 +57,7 @@ def ppo_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, new_value: torch
             "entropy": entropy_loss.detach(), "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
 
-def _global_mean_std(values: torch.Tensor, live: torch.Tensor | None, group: Group) -> tuple[torch.Tensor, torch.Tensor]:
+def global_mean_std(values: torch.Tensor, live: torch.Tensor | None, group: Group) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of the live entries of `values` (None: all) over every rank's
     minibatch (moments summed in float64, so E[x^2] - mean^2 loses nothing that matters)."""
     with torch.no_grad():

@@ -28,6 +28,7 @@ from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
+from puffercore.ppo.mlp_gradients import MLPGradients
 from puffercore.ppo.parts import (free_cores, make_optimizer, make_policy, make_vector, policy_record, resolve_policy,
                                   transformed)
 from puffercore.ppo.policy import restart_ended
@@ -74,7 +75,8 @@ class Trainer:
         self.popart = PopArt(value_layer(self.policy)) if config.value_norm else None
         self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device)
         self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
-                                      self.group, config.compile, config.precision)
+                                      self.group, config.compile, config.precision,
+                                      MLPGradients.for_policy(self.policy, self.optimizer, config, self.group))
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 

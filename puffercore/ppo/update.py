@@ -38,6 +38,7 @@ import torch
 
 from puffercore.inference import native_bf16
 from puffercore.ppo.flat_adam import FlatAdam
+from puffercore.ppo.mlp_gradients import MLPGradients
 
 COMPILE_SETTINGS = ("auto", "true", "false")
 PRECISIONS = ("float32", "bfloat16", "auto")
@@ -55,7 +56,8 @@ class UpdateStep:
     "loss/grad_norm_actor")."""
 
     def __init__(self, loss: Callable[..., dict[str, torch.Tensor]], policy: torch.nn.Module,
-                 optimizer: FlatAdam, max_grad_norm: float, group, setting: str, precision: str = "float32"):
+                 optimizer: FlatAdam, max_grad_norm: float, group, setting: str, precision: str = "float32",
+                 gradients: MLPGradients | None = None):
         if setting not in COMPILE_SETTINGS:
             raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {setting!r}")
         if precision not in PRECISIONS:
@@ -73,6 +75,11 @@ class UpdateStep:
         self.decided = setting != "auto"
         self.eager_seconds: float | None = None  # "auto": the first update's time
         self.timed_compiled = False
+        # The hand-derived gradients replace autograd, eager or compiled, for the minibatches
+        # they cover, unless the loss is to be compiled or run in bf16.
+        self.gradients = gradients if setting != "true" and self.autocast_dtype is None else None
+        if self.gradients is not None:
+            self.decided = True
         if setting == "true":
             self.compile()
 
@@ -104,6 +111,8 @@ class UpdateStep:
 
     def __call__(self, minibatch: dict[str, torch.Tensor], by_rows: bool,
                  weights: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if self.gradients is not None and not by_rows and weights is None:
+            return self._step(self.gradients, minibatch, by_rows, weights)
         if self.compiled is None:
             return self._step(self.loss, minibatch, by_rows, weights)
         size = len(minibatch["index"])
@@ -123,10 +132,13 @@ class UpdateStep:
         return scalars
 
     def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> dict[str, torch.Tensor]:
-        with torch.autocast(self.device_type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            losses = loss(minibatch, by_rows, weights)
-        self.optimizer.zero_grad()
-        losses["loss"].backward()
+        if loss is self.gradients:  # hand-derived: it writes every parameter's gradient
+            losses = self.gradients(minibatch)
+        else:
+            with torch.autocast(self.device_type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                losses = loss(minibatch, by_rows, weights)
+            self.optimizer.zero_grad()
+            losses["loss"].backward()
         self.group.average_gradients(self.policy.parameters())
         # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
         # shrink the actor's to nothing under one global norm.
