@@ -108,3 +108,25 @@ def test_a_cartpole_trainer_takes_the_hand_derived_gradients_reproducibly_and_au
     assert torch.equal(parameters["first"], parameters["second"])  # a seed fixes the bits within one setting
     # The same updates as autograd's up to float rounding, after 6 updates of 4 minibatches.
     torch.testing.assert_close(parameters["first"], parameters["autograd"], rtol=1e-3, atol=1e-4)
+
+
+def test_the_native_loss_refuses_mismatched_rows_and_actions_out_of_range():
+    from puffercore import _ppo_loss
+
+    rows = 4
+    fields = {name: np.zeros(rows, np.float32) for name in ("value", "old_log_prob", "advantage", "returns", "old_value")}
+
+    def call(logits=np.zeros((2, rows), np.float32), action=np.zeros(rows, np.int64), **changed):
+        arrays = {**fields, **changed}
+        _ppo_loss.categorical_loss(logits, arrays["value"], action, arrays["old_log_prob"], arrays["advantage"],
+                                   arrays["returns"], arrays["old_value"], np.zeros(0, np.float32), 0.0, 1.0, 0.2,
+                                   True, 0.5, 0.0, np.zeros((2, rows), np.float32), np.zeros(rows, np.float32),
+                                   np.zeros(6, np.float32))
+
+    call()
+    with pytest.raises(ValueError, match="returns must hold 4 rows"):
+        call(returns=np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match=r"action\[2\] = 5 is outside \[0, 2\)"):
+        call(action=np.array([0, 1, 5, 0], np.int64))
+    with pytest.raises(ValueError, match="Buffer dtype mismatch"):
+        call(value=np.zeros(rows, np.float64))

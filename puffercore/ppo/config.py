@@ -163,8 +163,8 @@ PPOConfig.__doc__ += field_docs(PPOConfig)
 # their built-in opponents; the action mask in their observations is applied by the policy.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
-        total_timesteps=500_000, backend="serial", num_envs=256, horizon=16, minibatch_size=2048, update_epochs=6,
-        learning_rate=7e-3, clip_coef=0.1, hidden_size=32, ent_coef=0.0, gamma=0.98, gae_lambda=0.8,
+        total_timesteps=500_000, backend="serial", num_envs=128, horizon=8, minibatch_size=512, update_epochs=4,
+        learning_rate=1.86e-2, clip_coef=0.3, hidden_size=32, ent_coef=0.0, gamma=0.99, gae_lambda=0.95,
     ),
     "memory": dict(
         total_timesteps=150_000, backend="serial", num_envs=64, horizon=20, minibatch_size=320, update_epochs=4,

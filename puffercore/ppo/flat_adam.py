@@ -77,8 +77,14 @@ class FlatAdam(torch.optim.Adam):
         self.flat.grad.zero_()
         self._attach_gradients()
 
-    @torch.no_grad()
     def step(self, closure=None):
+        return self.fused_step(closure)
+
+    @torch.no_grad()
+    def fused_step(self, closure=None):
+        """`step` without the profiling and hook wrapper torch's Optimizer puts around every
+        subclass's `step` (100 us of Python a call, more than the kernel: what the PPO update
+        calls; optimizer step hooks, which puffercore does not register, do not run)."""
         self._attach_gradients()
         group, state = self.param_groups[0], self.state[self.flat]
         if closure is not None or not group["fused"] or group["amsgrad"] or torch.is_tensor(group["lr"]):

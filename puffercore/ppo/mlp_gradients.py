@@ -14,16 +14,20 @@ tanh or ReLU MLP with a categorical head has a short closed-form gradient:
     d value loss / d v = (v - R) where the unclipped term is the max, else 0
     linear layer: dW = dz^T h, db = sum(dz), dh = dz W;   tanh: dz = dh (1 - h^2)
 
-so the forward, the loss and the backward take about 60 ops, each matmul written
-straight into the optimizer's flat gradient buffer. It is the same objective as
-`loss.ppo_loss` (advantages normalized over the minibatch, both clips, the entropy bonus,
-padding rows left out of every mean), checked against autograd in the tests; its bits
-differ from autograd's by float rounding (sums in another order), so a seeded run
-reproduces exactly within one setting (`PPOConfig.backward`), not across them. Ties of
-the clipped max go to the unclipped term, as autograd's half-and-half split sums to.
+so the update takes the matmuls and a few ops more (about 35 a minibatch, each
+matmul written straight into the optimizer's flat gradient buffer), and the loss with
+its gradient with respect to the logits and the value is one pass over the rows in C
+(`native/cpu/ppo_loss.pyx`), where torch would launch some 50 elementwise ops. It is the
+same objective as `loss.ppo_loss` (advantages normalized over the minibatch, both clips,
+the entropy bonus, padding rows left out of every mean), checked against autograd in the
+tests; its bits differ from autograd's by float rounding (sums in another order), so a
+seeded run reproduces exactly within one setting (`PPOConfig.backward`), not across
+them. Ties of the clipped max go to the unclipped term, as autograd's half-and-half
+split sums to. The heads' outputs are kept transposed, [actions, rows].
 
 What it covers: `DefaultPolicy` with separate MLP actor and critic (tanh or ReLU) on
-flat observations, one Discrete action without an action mask, float32, rows taken as
+flat observations, one Discrete action without an action mask, float32 on the CPU (on a
+GPU the launches are what CUDA graphs and torch.compile address), rows taken as
 transitions (not a recurrent policy's or prioritized rows). Anything else takes autograd.
 """
 
@@ -33,13 +37,15 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from puffercore import _ppo_loss
 from puffercore.distributed import Group
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.loss import global_mean_std
 
-BACKWARDS = ("auto", "autograd")
+# ppo_loss's scalars, in its order
+LOSS_NAMES = ("loss", "policy", "value", "entropy", "approx_kl", "clip_fraction")
 ACTIVATIONS = (nn.Tanh, nn.ReLU)
 
 
@@ -55,6 +61,7 @@ class MLPGradients:
         self.actor_gradients = [(gradient_of[id(layer.weight)], gradient_of[id(layer.bias)]) for layer in self.actor]
         self.critic_gradients = [(gradient_of[id(layer.weight)], gradient_of[id(layer.bias)]) for layer in self.critic]
         self.config, self.group = config, group or Group()
+        self.no_rows = torch.empty(0)
 
     @classmethod
     def for_policy(cls, policy, optimizer: FlatAdam, config: PPOConfig, group=None) -> "MLPGradients | None":
@@ -65,7 +72,8 @@ class MLPGradients:
         if policy.image_shape is not None or policy.lstm is not None or policy.critic_encoder is None \
                 or policy.decode_leaves or policy.mask_leaf is not None:
             return None
-        if not isinstance(policy.head.space, spaces.Discrete) or policy.actor.weight.dtype != torch.float32:
+        if not isinstance(policy.head.space, spaces.Discrete) or policy.actor.weight.dtype != torch.float32 \
+                or policy.actor.weight.device.type != "cpu":
             return None
         if not _plain_mlp(policy.encoder) or not _plain_mlp(policy.critic_encoder):
             return None
@@ -80,61 +88,27 @@ class MLPGradients:
         observations = batch["obs"]
         x = observations.reshape(observations.shape[0], -1).to(torch.float32)
         live = batch.get("mask")
-        if live is None:
-            weight = torch.full((), 1.0 / x.shape[0], device=x.device)  # each row's share of a mean
-        else:
+        row_weight = self.no_rows  # empty: every row 1 / rows of each mean
+        if live is not None:
             live = live.float()
-            weight = live / live.sum().clamp(min=1.0)
+            row_weight = live / live.sum().clamp(min=1.0)
+        mean, scale = 0.0, 1.0
+        if config.norm_adv:
+            mean, std = global_mean_std(batch["advantage"], live, self.group)
+            mean, scale = float(mean), 1.0 / (float(std) + 1e-8)
 
-        # The heads' outputs are kept transposed, [actions, rows] and [1, rows]: torch's
-        # softmax over a short last dimension is 10x slower than down a long first one.
         actor_inputs, logits = self._forward(self.actor, x)
         critic_inputs, value = self._forward(self.critic, x)
-        value = value[0]
-        log_probs = torch.log_softmax(logits, dim=0)
-        probs = log_probs.exp()
-        index = (batch["action"].reshape(1, -1) - self.start).long()
-        new_log_prob = log_probs.gather(0, index)[0]
-        entropy = -(probs * log_probs).sum(0)
-
-        log_ratio = new_log_prob - batch["log_prob"]
-        ratio = log_ratio.exp()
-        advantages = batch["advantage"]
-        if config.norm_adv:
-            mean, std = global_mean_std(advantages, live, self.group)
-            advantages = (advantages - mean) / (std + 1e-8)
-        unclipped = -advantages * ratio
-        clipped = -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
-        policy_loss = (torch.maximum(unclipped, clipped) * weight).sum()
-        # d loss / d new log-prob = d unclipped / d log-prob where the unclipped term is the max
-        d_log_prob = unclipped.masked_fill_(unclipped < clipped, 0.0).mul_(weight)
-
-        error = value - batch["return"]
-        if config.clip_vloss:
-            old = batch["value"]
-            clipped_error = old + (value - old).clamp(-config.clip_coef, config.clip_coef) - batch["return"]
-            squared, clipped_squared = error * error, clipped_error * clipped_error
-            value_loss = 0.5 * (torch.maximum(squared, clipped_squared) * weight).sum()
-            d_value = error.masked_fill(squared < clipped_squared, 0.0)
-        else:
-            value_loss = 0.5 * (error * error * weight).sum()
-            d_value = error
-        d_value = (d_value * (config.vf_coef * weight)).unsqueeze(0)
-        entropy_loss = (entropy * weight).sum()
-
-        # d loss / d logits = d_log_prob (onehot - p) + ent_coef w p (log p + H)
-        d_logits = probs * -d_log_prob
-        d_logits.scatter_add_(0, index, d_log_prob.unsqueeze(0))
-        if config.ent_coef:
-            d_logits.add_(probs * (log_probs + entropy) * (config.ent_coef * weight))
+        d_logits, d_value = torch.empty_like(logits), torch.empty_like(value)
+        scalars = torch.empty(6)
+        index = (batch["action"].reshape(-1) - self.start).long()
+        _ppo_loss.categorical_loss(
+            logits.numpy(), value[0].numpy(), index.numpy(), batch["log_prob"].numpy(), batch["advantage"].numpy(),
+            batch["return"].numpy(), batch["value"].numpy(), row_weight.numpy(), mean, scale, config.clip_coef,
+            config.clip_vloss, config.vf_coef, config.ent_coef, d_logits.numpy(), d_value[0].numpy(), scalars.numpy())
         self._backward(self.actor, self.actor_gradients, actor_inputs, d_logits)
         self._backward(self.critic, self.critic_gradients, critic_inputs, d_value)
-
-        loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
-        approx_kl = (((ratio - 1) - log_ratio) * weight).sum()
-        clip_fraction = (((ratio - 1).abs() > config.clip_coef).float() * weight).sum()
-        return {"loss": loss, "policy": policy_loss, "value": value_loss, "entropy": entropy_loss,
-                "approx_kl": approx_kl, "clip_fraction": clip_fraction}
+        return dict(zip(LOSS_NAMES, scalars.unbind()))
 
     def _forward(self, layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Each layer's input (x, then the hidden activations) and the last layer's

@@ -143,7 +143,7 @@ class UpdateStep:
         # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
         # shrink the actor's to nothing under one global norm.
         norms = [clip_grad_norm(gradients, self.max_grad_norm) for gradients in self.optimizer.gradients.values()]
-        self.optimizer.step()
+        self.optimizer.fused_step()
         if not self.names:
             self.names = tuple(f"loss/{name}" for name in (
                 *losses, *("grad_norm" + (group and "_" + group) for group in self.optimizer.gradients)))
