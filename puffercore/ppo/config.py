@@ -157,9 +157,9 @@ PPOConfig.__doc__ += field_docs(PPOConfig)
 
 # Per-env overrides of the defaults, by the names of ocean envs (a preset, not a
 # registry: any env can be trained, see puffercore.env_sources). CartPole is tuned for
-# wall-clock time to solve on a small CPU: many envs, short rollouts, big minibatches,
-# a small MLP; its epochs, learning rate and clip keep it solved to the end
-# (docs/design.md, section 5, has the runs that chose them). Connect4 and Azul play
+# wall-clock time to solve on a small CPU (an Optuna search over seeds 1-5): short
+# rollouts of many envs, several cheap updates of a small MLP per rollout, and it stays
+# solved to the end (docs/design.md, section 5, has the runs that chose it). Connect4 and Azul play
 # their built-in opponents; the action mask in their observations is applied by the policy.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
