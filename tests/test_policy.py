@@ -196,13 +196,13 @@ def test_resume_refuses_another_policy(tmp_path, board_cnn, monkeypatch):
 def test_builtin_checkpoints_before_policy_records_still_resume(tmp_path):
     """A checkpoint without the "policy" entry (earlier puffercore) is the built-in policy's."""
     run_dir = tmp_path / "run"
-    config = ppo.PPOConfig.for_env("cartpole", total_timesteps=256 * 16, quiet=True, tensorboard=False,
-                                   run_dir=str(run_dir))
-    ppo.train(config, "cartpole")
+    config = ppo.PPOConfig.for_env("cartpole", quiet=True, tensorboard=False, run_dir=str(run_dir))
+    rollout = config.num_envs * config.horizon
+    ppo.train(dataclasses.replace(config, total_timesteps=rollout), "cartpole")
     path = run_dir / run.CHECKPOINT_NAME
     state = checkpoint.load(path)
     del state["policy"]
     checkpoint.save(path, state)
-    assert ppo.train({"total_timesteps": 256 * 32}, resume=str(run_dir)).update == 2
+    assert ppo.train({"total_timesteps": 2 * rollout}, resume=str(run_dir)).update == 2
     assert len(ppo.evaluate(str(run_dir), episodes=1)) == 1
     np.testing.assert_array_equal(checkpoint.load(path)["policy"]["observation_space"]["shape"], [4])

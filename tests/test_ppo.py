@@ -339,7 +339,7 @@ def test_cli_help(command, capsys):
 def test_cartpole_learns(tmp_path):
     config = PPOConfig.for_env("cartpole", total_timesteps=40_000, num_envs=8, horizon=32, minibatch_size=256,
                                update_epochs=10, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, hidden_size=64,
-                               quiet=True, tensorboard=False, run_dir=str(tmp_path), log_interval=0.0)
+                               clip_coef=0.1, quiet=True, tensorboard=False, run_dir=str(tmp_path), log_interval=0.0)
     trainer = ppo.train(config, "cartpole")
     rows = logger.read_csv(tmp_path / "metrics.csv")
     returns = [row["episode_return"] for row in rows if "episode_return" in row]

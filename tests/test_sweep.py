@@ -16,14 +16,15 @@ from puffercore.__main__ import main
 from puffercore.sweep import Interrupted, Parameter, Study, _objective, search_space
 
 # CartPole's preset, cut short: 40 updates of 256 envs x 4 steps on one torch thread
-SHORT = {"total_timesteps": 40_960, "horizon": 4, "minibatch_size": 1024, "update_epochs": 2, "tensorboard": False}
+SHORT = {"total_timesteps": 40_960, "num_envs": 256, "horizon": 4, "minibatch_size": 1024, "update_epochs": 2,
+         "tensorboard": False}
+FLAG_GROUPS = {"total_timesteps": "", "tensorboard": "", "num_envs": "vec."}  # each field's flag prefix
 
 
 # ---- seeds ----------------------------------------------------------------------------------
 def test_seeds_train_side_by_side_and_report_mean_and_spread(tmp_path, capsys):
     main(["train", "cartpole", "--seeds", "1", "2", "--run-dir", str(tmp_path / "cp"),
-          *[f"--{name}={value}" if name in ("total_timesteps", "tensorboard") else f"--train.{name}={value}"
-            for name, value in SHORT.items()]])
+          *[f"--{FLAG_GROUPS.get(name, 'train.')}{name}={value}" for name, value in SHORT.items()]])
     out = capsys.readouterr().out
     for seed in (1, 2):
         assert f"seed {seed}: done: 40,960 steps" in out
@@ -95,6 +96,7 @@ def test_a_trial_reports_its_learning_curve_and_a_poor_one_is_pruned(tmp_path):
 
 SWEEP_FILE = """env = "cartpole"
 total_timesteps = 20480
+num_envs = 256
 horizon = 4
 minibatch_size = 1024
 update_epochs = 2
@@ -121,7 +123,7 @@ def test_sweep_runs_trials_in_processes_resumes_and_writes_the_best_config(tmp_p
         assert os.path.isfile(os.path.join("sweeps", "lr", f"trial-{trial.number}", "checkpoint.pt"))
     with open("sweeps/lr/best_config.json") as file:
         best = json.load(file)
-    assert best == {"env": "cartpole", "total_timesteps": 20480, "horizon": 4, "minibatch_size": 1024,
+    assert best == {"env": "cartpole", "total_timesteps": 20480, "num_envs": 256, "horizon": 4, "minibatch_size": 1024,
                     "update_epochs": 2, "tensorboard": False, **study.best_params}
 
     main(["train", "--config", "sweeps/lr/best_config.json", "--run-dir", "best", "--quiet"])
