@@ -79,7 +79,8 @@ def test_hand_derived_gradients_equal_autograd_on_the_same_loss(activation, num_
     (lambda: discrete_policy("gelu"), PPOConfig()),
     (lambda: DefaultPolicy(spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-1, 1, (2,), np.float32)), PPOConfig()),
     (lambda: DefaultPolicy(spaces.Box(-1, 1, (5,), np.float32), spaces.MultiDiscrete([2, 3])), PPOConfig()),
-], ids=["autograd asked", "lstm", "shared trunk", "gelu", "box actions", "multidiscrete"])
+    (lambda: discrete_policy(), PPOConfig(prio_alpha=0.6)),
+], ids=["autograd asked", "lstm", "shared trunk", "gelu", "box actions", "multidiscrete", "prioritized rows"])
 def test_other_policies_and_settings_take_autograd(policy, config):
     policy = policy()
     optimizer = FlatAdam(policy, lr=1e-3, eps=1e-5, groups=policy.parameter_groups())

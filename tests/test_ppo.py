@@ -241,6 +241,8 @@ def test_prioritized_training_runs(tmp_path):
     trainer = ppo.train(small_config(prio_alpha=0.6, run_dir=str(tmp_path)), "cartpole")
     assert trainer.update == trainer.num_updates
     assert np.isfinite(trainer.losses["loss/loss"])
+    # Weighted whole rows take autograd's loss, so "auto" compiling stays open to them.
+    assert trainer.update_step.gradients is None
 
 
 # ---- collection -----------------------------------------------------------------------------

@@ -69,6 +69,8 @@ class MLPGradients:
         module docstring) or `config.backward` is "autograd"."""
         if config.backward != "auto" or not isinstance(policy, DefaultPolicy):
             return None
+        if config.prio_alpha > 0:  # whole rows sampled by priority, weighted: autograd's loss
+            return None
         if policy.image_shape is not None or policy.lstm is not None or policy.critic_encoder is None \
                 or policy.decode_leaves or policy.mask_leaf is not None:
             return None

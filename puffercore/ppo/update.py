@@ -111,7 +111,7 @@ class UpdateStep:
 
     def __call__(self, minibatch: dict[str, torch.Tensor], by_rows: bool,
                  weights: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        if self.gradients is not None and not by_rows and weights is None:
+        if self.gradients is not None:  # they exist only for transition minibatches (for_policy)
             return self._step(self.gradients, minibatch, by_rows, weights)
         if self.compiled is None:
             return self._step(self.loss, minibatch, by_rows, weights)
