@@ -157,7 +157,7 @@ PRESETS = {
     # measurements behind each choice are in docs/design.md ("AlphaZero presets").
     "connect4": dict(channels=32, blocks=3, games_per_iteration=256, parallel_games=256, simulations=64,
                      dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
-                     learning_rate=2e-3, lr_decay="cosine", search_value_weight=0.5, value_discount=0.98,
+                     learning_rate=2e-3, lr_decay="cosine", search_value_weight=0.5, value_discount=0.97,
                      train_steps=300,
                      iterations=1000, minutes=30, eval_interval=4, eval_games=20, eval_simulations=100),
     # Azul: flat observations (an MLP tower), ~60 moves a game with dozens of legal moves.
