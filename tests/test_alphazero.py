@@ -22,6 +22,7 @@ from puffercore.alphazero.replay import ReplayBuffer, value_targets
 from puffercore.alphazero.self_play import play_games
 from puffercore.alphazero.trainer import SEED_NAMES, Trainer, train
 from puffercore.env import derive_seed
+from puffercore.inference import native_bf16
 from puffercore.games import Azul, Connect4, TicTacToe
 
 
@@ -558,3 +559,13 @@ def test_gumbel_self_play_trains_on_the_improved_policy():
     assert (policies[masks] > 0).mean() > 0.9
     agent = AlphaZeroAgent(trainer.network, trainer.config)
     assert agent.act(play([0, 4]), simulations=8) in play([0, 4]).legal_actions()
+
+
+def test_auto_training_precision_is_bf16_only_for_convolutional_networks():
+    board = Trainer(tiny_config())  # tictactoe: a convolutional tower
+    assert board.network.convolutional
+    assert board.train_dtype == (torch.bfloat16 if native_bf16() else torch.float32)
+    azul = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1))
+    assert not azul.network.convolutional and azul.train_dtype == torch.float32  # an MLP: float32 trains faster
+    forced = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1, train_precision="bfloat16"))
+    assert forced.train_dtype == torch.bfloat16

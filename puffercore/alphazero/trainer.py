@@ -64,7 +64,7 @@ class Trainer:
         self.network = build_network(config)
         if self.network.convolutional:  # oneDNN's fast layout for CPU convolutions, bf16 above all
             self.network.to(memory_format=torch.channels_last)
-        self.train_dtype = resolve_precision(config.train_precision)
+        self.train_dtype = resolve_precision(config.train_precision, convolutional=self.network.convolutional)
         self.group.broadcast_parameters(self.network)
         parameters = self.network.parameters()
         if config.optimizer == "adam":  # fused: one kernel for every parameter instead of a loop over them
