@@ -46,7 +46,7 @@ def native_bf16() -> bool:
     return any(getattr(cpu, name, lambda: False)() for name in checks)
 
 
-def resolve_precision(precision: str, device: torch.device | str = "cpu", convolutional: bool = True) -> torch.dtype:
+def resolve_precision(precision: str, device: torch.device | str = "cpu", *, convolutional: bool) -> torch.dtype:
     """The dtype of `precision` ("auto": bf16 where the CPU computes it natively, for
     convolutional networks only; see the module docstring)."""
     if precision not in PRECISIONS:
@@ -98,7 +98,7 @@ class InferenceCopy:
     def __init__(self, network: nn.Module, precision: str = "auto", trace: bool = True):
         device = next(network.parameters()).device
         convolutional = any(isinstance(module, nn.Conv2d) for module in network.modules())
-        self.dtype = resolve_precision(precision, device, convolutional)
+        self.dtype = resolve_precision(precision, device, convolutional=convolutional)
         self.precision, self.trace = precision, trace
         self._trace_lock = threading.Lock()  # self-play threads share one copy
         self.sync(network)

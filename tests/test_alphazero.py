@@ -566,6 +566,6 @@ def test_auto_training_precision_is_bf16_only_for_convolutional_networks():
     assert board.network.convolutional
     assert board.train_dtype == (torch.bfloat16 if native_bf16() else torch.float32)
     azul = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1))
-    assert not azul.network.convolutional and azul.train_dtype == torch.float32  # an MLP: float32 trains faster
+    assert not azul.network.convolutional and azul.train_dtype == torch.float32  # an MLP, as its inference copy
     forced = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1, train_precision="bfloat16"))
     assert forced.train_dtype == torch.bfloat16

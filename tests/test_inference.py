@@ -94,12 +94,13 @@ def test_inference_copy_matches_the_network_and_follows_its_training():
 
 
 def test_precision_is_checked_and_auto_follows_the_cpu_for_convolutions_only():
-    assert resolve_precision("auto", "cpu") == (torch.bfloat16 if native_bf16() else torch.float32)
+    assert resolve_precision("auto", "cpu", convolutional=True) == (torch.bfloat16 if native_bf16() else torch.float32)
     assert resolve_precision("auto", "cpu", convolutional=False) == torch.float32
     assert InferenceCopy(nn.Linear(3, 2), "auto").dtype == torch.float32
-    assert resolve_precision("float32") == torch.float32 and resolve_precision("bfloat16") == torch.bfloat16
+    assert resolve_precision("float32", convolutional=True) == torch.float32
+    assert resolve_precision("bfloat16", convolutional=False) == torch.bfloat16
     with pytest.raises(ValueError, match="precision must be one of"):
-        resolve_precision("fp16")
+        resolve_precision("fp16", convolutional=True)
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
