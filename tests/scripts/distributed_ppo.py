@@ -67,5 +67,6 @@ if args.resume:
                         stop_after=args.stop_after, policy=policy)
 else:
     trainer = ppo.train(config, "cartpole", until=record, stop_after=args.stop_after, policy=policy)
-print(f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step} "
-      f"interrupted {trainer.interrupted.name if trainer.interrupted else None} run_dir {trainer.run_dir}", flush=True)
+line = (f"rank {rank} world {trainer.group.world_size} update {trainer.update} step {trainer.global_step} "
+        f"interrupted {trainer.interrupted.name if trainer.interrupted else None} run_dir {trainer.run_dir}\n")
+os.write(1, line.encode())  # one write: both ranks share the pipe, and print's text and newline can interleave
