@@ -522,6 +522,17 @@ def test_a_value_discount_scales_each_target_by_its_moves_left():
         tiny_config(value_discount=0.0)
 
 
+def test_azul_value_targets_learn_who_won_with_outcome_weight_1():
+    config = AlphaZeroConfig.for_game("azul", channels=8, blocks=1, games_per_iteration=2, parallel_games=2,
+                                      simulations=2, torch_threads=1, outcome_weight=1.0)
+    trainer = Trainer(config)
+    trainer.self_play()
+    values = trainer.replay.values[: len(trainer.replay)]
+    # the game result alone (search_value_weight 0): every target is +-1, or 0 for a tie
+    assert len(values) and set(np.unique(np.abs(values))) <= {0.0, 1.0}
+    assert (values.sum(axis=1) == 0).all()
+
+
 def test_playout_cap_randomization_records_only_full_searches():
     full = Trainer(tiny_config(games_per_iteration=8, parallel_games=8))
     capped = Trainer(tiny_config(games_per_iteration=8, parallel_games=8, full_search_fraction=0.3,

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from puffercore.alphazero import BatchedMCTS, MCTSBaseline, RandomAgent, mcts_baseline_move, uniform_evaluator
+from puffercore.alphazero.mcts import outcome_utility
 from puffercore.env import derive_seed
-from puffercore.games import Connect4, Pig, TicTacToe
+from puffercore.games import Azul, Connect4, Pig, TicTacToe
 
 WIN_IN_ONE = [0, 0, 1, 1, 2, 6]  # X (to move) has (0,0)-(0,2): column 3 wins
 MUST_BLOCK = [0, 3, 0, 4, 6, 5]  # O has (0,3)-(0,5), (0,6) is X's: X must play 2
@@ -510,6 +511,56 @@ def test_root_value_is_the_mean_backed_up_value_and_exact_once_proven():
     mcts.reset(0)
     mcts.search([winning], half)
     np.testing.assert_array_equal(mcts.root_value(0), [1.0, -1.0])
+
+
+# --- what a finished game is worth -------------------------------------------------------
+
+
+@pytest.mark.parametrize("returns, outcome", [
+    ([0.05, -0.05], [1.0, -1.0]), ([0.0, 0.0], [0.0, 0.0]), ([-1.0, 1.0], [-1.0, 1.0]),
+    ([0.1, 0.0, -0.1], [1.0, -0.5, -0.5]),             # one winner of three
+    ([0.1, 0.1, -0.1, -0.1], [1 / 3, 1 / 3, -1 / 3, -1 / 3]),  # two share the win of four
+    ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),               # everyone tied
+])
+def test_outcome_utility_mixes_the_returns_with_the_zero_sum_outcome(returns, outcome):
+    for weight in (0.0, 0.3, 1.0):
+        expected = weight * np.array(outcome) + (1 - weight) * np.array(returns)
+        np.testing.assert_allclose(outcome_utility(returns, weight), expected, rtol=1e-6, atol=1e-7)
+        assert abs(outcome_utility(returns, weight).sum()) < 1e-6  # zero-sum returns stay zero-sum
+    with pytest.raises(ValueError, match="outcome_weight"):
+        outcome_utility(returns, 1.5)
+    with pytest.raises(ValueError, match="returns must hold"):
+        outcome_utility([], 0.5)
+    with pytest.raises(ValueError, match="outcome_weight"):
+        BatchedMCTS(Connect4(), 1, outcome_weight=-0.1)
+
+
+def ends_the_game(state, action):
+    child = state.clone()
+    child.apply(action)
+    return child.is_terminal()
+
+
+def test_a_move_that_ends_the_game_is_worth_its_outcome_utility_to_the_search():
+    """Azul's returns are score margins / 200; with outcome_weight the search backs up a
+    mix with who won. The last round draws no tiles, so its moves' results are exact."""
+    state, rng = Azul().new_state(seed=3, num_players=2), np.random.default_rng(0)
+    while not any(ends_the_game(state, action) for action in state.legal_actions()):
+        state.apply(int(rng.choice(state.legal_actions())))
+    legal = state.legal_actions()
+    for weight in (0.0, 0.6, 1.0):
+        mcts = BatchedMCTS(Azul(), 1, num_simulations=4 * len(legal), normalize_values=True,
+                           outcome_weight=weight, dirichlet_epsilon=0.0)
+        mcts.search([state], uniform_evaluator)
+        visits, values = mcts.visit_counts(0), mcts.root_values(0)
+        ending = [action for action in legal if visits[action] and ends_the_game(state, action)]
+        assert ending
+        for action in ending:
+            child = state.clone()
+            child.apply(action)
+            np.testing.assert_allclose(values[action], outcome_utility(child.returns(), weight), rtol=1e-5)
+        if weight == 1.0:
+            assert set(np.unique(np.abs(values[ending]))) <= {0.0, 1.0}
 
 
 # --- Gumbel root -------------------------------------------------------------------------

@@ -65,6 +65,19 @@ void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, cons
 }
 
 /* Chance games: replace the state's RNG with a fresh sample from `source`. */
+void mcts_utility(const float* returns, int32_t num_players, float outcome_weight, float* out) {
+    float best = returns[0];
+    for (int32_t p = 1; p < num_players; p++) best = returns[p] > best ? returns[p] : best;
+    int32_t winners = 0;
+    for (int32_t p = 0; p < num_players; p++) winners += returns[p] == best;
+    float others = (float)(num_players - 1);
+    float winner_share = ((float)num_players / (float)winners - 1.0f) / others;
+    for (int32_t p = 0; p < num_players; p++) {
+        float outcome = returns[p] == best ? winner_share : -1.0f / others;
+        out[p] = outcome_weight * outcome + (1.0f - outcome_weight) * returns[p];
+    }
+}
+
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source) {
     if (game->rng_offset < 0) return;
     uint64_t seed = ((uint64_t)pc_rng_next(source) << 32) | pc_rng_next(source);
@@ -371,11 +384,12 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
             continue;
         }
         if (game->is_terminal(t->leaf_state)) {
-            float returns[PC_GAME_MAX_PLAYERS];
+            float returns[PC_GAME_MAX_PLAYERS], utility[PC_GAME_MAX_PLAYERS];
             game->returns(t->leaf_state, returns);
-            back_up_path(t, returns, num_players);
+            mcts_utility(returns, num_players, m->config.outcome_weight, utility);
+            back_up_path(t, utility, num_players);
             if (solve) {
-                mcts_prove(&t->nodes[node], returns, num_players, 0);
+                mcts_prove(&t->nodes[node], utility, num_players, 0);
                 mcts_prove_path(t, num_players);
             }
             continue;

@@ -72,6 +72,11 @@ typedef struct MctsConfig {
     int32_t max_considered;
     float c_visit;
     float c_scale;
+    /* What a terminal leaf is worth (mcts_utility): the game's returns mixed with the
+     * win/loss outcome they imply, outcome_weight * outcome + (1 - outcome_weight) *
+     * returns. 0 keeps the returns (a margin in Azul); 1 counts only who won. Games
+     * whose returns are already a win/loss/draw (Connect4) are the same at any weight. */
+    float outcome_weight;
 } MctsConfig;
 
 /* One game's search. Node 0 is the root; num_nodes == 0 means no tree yet. */
@@ -182,6 +187,11 @@ void mcts_gumbel_begin(const Mcts* m, MctsTree* t, int32_t mover);
 int32_t mcts_gumbel_select(const Mcts* m, MctsTree* t, int32_t mover);
 void mcts_gumbel_policy(const Mcts* m, const MctsTree* t, int32_t mover, float* out);
 int32_t mcts_gumbel_action(const Mcts* m, MctsTree* t, int32_t mover);
+
+/* out[num_players] = outcome_weight * outcome + (1 - outcome_weight) * returns, where the
+ * outcome is zero-sum in [-1, 1]: the k seats sharing the highest return get
+ * (n / k - 1) / (n - 1) each, the others -1 / (n - 1) (2 players: +1 / -1, a tie 0). */
+void mcts_utility(const float* returns, int32_t num_players, float outcome_weight, float* out);
 
 /* Shared by both searches. */
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source);

@@ -65,6 +65,9 @@ class AlphaZeroConfig:
     fast_simulations: int = _option(16, "simulations of the cheap searches (full_search_fraction < 1)")
     search_value_weight: float = _option(0.0, "value target = (1 - w) * game result + w * the root's search value "
                                               "(a position the solver proved learns its exact result)")
+    outcome_weight: float = _option(0.0, "what a finished game is worth, to the search and as a value target: "
+                                         "w * win/loss outcome + (1 - w) * the game's returns (Azul: the score "
+                                         "margin); games scored win/loss/draw are the same at any w")
     value_discount: float = _option(1.0, "the game result in a value target is discounted by this per move left to "
                                          "the game's end: sooner wins and later losses are worth more (1: none)")
     temperature_moves: int = _option(10, "moves sampled in proportion to visits (temperature 1); later ones argmax")
@@ -127,7 +130,7 @@ class AlphaZeroConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if not 0 < self.value_discount <= 1:
             raise ValueError(f"value_discount must be in (0, 1], got {self.value_discount!r}")
-        for name in ("full_search_fraction", "search_value_weight"):
+        for name in ("full_search_fraction", "search_value_weight", "outcome_weight"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not self.full_search_fraction > 0:

@@ -7,8 +7,8 @@ the other moves get a cheap search (`fast_simulations`, no noise) that only play
 game on: more games, and so more game results, for the same evaluations.
 
     played = play_iteration(game, config, network, search_seed, game_seeds)
-    for history, returns, moves in played:
-        replay.add_game(history, returns, moves, config.search_value_weight, config.value_discount)
+    for history, result, moves in played:
+        replay.add_game(history, result, moves, config.search_value_weight, config.value_discount)
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ import numpy as np
 import torch
 
 from puffercore.alphazero.config import AlphaZeroConfig
-from puffercore.alphazero.mcts import BatchedMCTS
+from puffercore.alphazero.mcts import BatchedMCTS, outcome_utility
 from puffercore.alphazero.network import CachedEvaluator, PolicyValueNet, make_evaluator
 from puffercore.seeding import derive_seed
 
 
 def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, search_seed: int,
                    game_seeds: list[int]) -> list[tuple[list, np.ndarray, int]]:
-    """Play one iteration's games, game g from `game_seeds[g]`; returns (history, returns,
-    moves played) per game in game order, a history holding (observation, legal mask, search policy,
+    """Play one iteration's games, game g from `game_seeds[g]`; returns (history, result,
+    moves played) per game in game order (result: the final returns as the search valued
+    them, `outcome_utility` with config.outcome_weight), a history holding (observation, legal mask, search policy,
     player to move, root search value by seat, whether the solver proved it, moves played
     before it) per move recorded for training (every full search).
 
@@ -63,7 +64,7 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
 def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[int], slots: int, search_seed: int,
                evaluate) -> list[tuple]:
     """Play the games `numbers` (game g from `game_seeds[g]`), up to `slots` at once in one
-    batched search; returns (number, history, returns, moves played) per game, in the
+    batched search; returns (number, history, result, moves played) per game, in the
     order they end.
     A game stops at its end or after max_moves moves (scored by its returns so far)."""
     max_moves = config.max_moves or game.max_moves
@@ -73,7 +74,8 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
                        c_init=config.c_init, normalize_values=config.normalize_values,
                        dirichlet_alpha=config.dirichlet_alpha,
                        dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, gumbel=config.gumbel,
-                       max_considered=config.gumbel_considered, seed=search_seed)
+                       max_considered=config.gumbel_considered, outcome_weight=config.outcome_weight,
+                       seed=search_seed)
     states: list = [None] * slots
     slot_games = [-1] * slots
     moves_played = [0] * slots
@@ -112,6 +114,7 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
             state.apply(action)
             mcts.advance(slot, action)
             if state.is_terminal() or moves_played[slot] >= max_moves:
-                played.append((slot_games[slot], histories[slot], state.returns(), moves_played[slot]))
+                result = outcome_utility(state.returns(), config.outcome_weight)
+                played.append((slot_games[slot], histories[slot], result, moves_played[slot]))
                 start_game(slot)
     return played

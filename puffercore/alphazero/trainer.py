@@ -95,15 +95,15 @@ class Trainer:
         game_seeds = [derive_seed(self.rank_seeds["games"], self.counters["games"] + number)
                       for number in range(config.games_per_iteration)]
         played = play_iteration(self.game, config, self.network, search_seed, game_seeds)
-        for history, returns, moves in played:
-            self.replay.add_game(history, returns, moves, config.search_value_weight, config.value_discount)
+        for history, result, moves in played:
+            self.replay.add_game(history, result, moves, config.search_value_weight, config.value_discount)
         recorded = sum(len(history) for history, _, _ in played)
         # Counters count every rank's games and recorded positions (the same on every rank).
         self.counters["games"] += config.games_per_iteration * self.group.world_size
         self.counters["positions"] += int(self.group.sum(torch.tensor([float(recorded)], dtype=torch.float64))[0])
         return {"self_play/game_length": float(np.mean([moves for _, _, moves in played])),
                 "self_play/recorded_positions": float(recorded),
-                "self_play/first_seat_return": float(np.mean([returns[0] for _, returns, _ in played]))}
+                "self_play/first_seat_return": float(np.mean([result[0] for _, result, _ in played]))}
 
     # training -------------------------------------------------------------------------
 
