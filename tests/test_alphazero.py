@@ -533,6 +533,17 @@ def test_azul_value_targets_learn_who_won_with_outcome_weight_1():
     assert (values.sum(axis=1) == 0).all()
 
 
+def test_three_player_value_targets_are_leads_with_lead_returns():
+    config = AlphaZeroConfig.for_game("azul", num_players=3, channels=8, blocks=1, games_per_iteration=3,
+                                      parallel_games=3, simulations=2, torch_threads=1, eval_games=3,
+                                      lead_returns=True)
+    trainer = Trainer(config)
+    trainer.self_play()
+    values = np.sort(trainer.replay.values[: len(trainer.replay)], axis=1)
+    # the leader's lead over the runner-up is the runner-up's gap to the leader
+    assert len(values) and np.allclose(values[:, -1], -values[:, -2]) and (values[:, -1] >= 0).all()
+
+
 def test_playout_cap_randomization_records_only_full_searches():
     full = Trainer(tiny_config(games_per_iteration=8, parallel_games=8))
     capped = Trainer(tiny_config(games_per_iteration=8, parallel_games=8, full_search_fraction=0.3,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from puffercore.alphazero import BatchedMCTS, MCTSBaseline, RandomAgent, mcts_baseline_move, uniform_evaluator
-from puffercore.alphazero.mcts import outcome_utility
+from puffercore.alphazero.mcts import game_utility
 from puffercore.env import derive_seed
 from puffercore.games import Azul, Connect4, Pig, TicTacToe
 
@@ -516,23 +516,30 @@ def test_root_value_is_the_mean_backed_up_value_and_exact_once_proven():
 # --- what a finished game is worth -------------------------------------------------------
 
 
-@pytest.mark.parametrize("returns, outcome", [
-    ([0.05, -0.05], [1.0, -1.0]), ([0.0, 0.0], [0.0, 0.0]), ([-1.0, 1.0], [-1.0, 1.0]),
-    ([0.1, 0.0, -0.1], [1.0, -0.5, -0.5]),             # one winner of three
-    ([0.1, 0.1, -0.1, -0.1], [1 / 3, 1 / 3, -1 / 3, -1 / 3]),  # two share the win of four
-    ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),               # everyone tied
+@pytest.mark.parametrize("returns, outcome, lead", [
+    ([0.05, -0.05], [1.0, -1.0], [0.05, -0.05]), ([0.0, 0.0], [0.0, 0.0], [0.0, 0.0]),
+    ([-1.0, 1.0], [-1.0, 1.0], [-1.0, 1.0]),
+    ([0.1, 0.0, -0.1], [1.0, -0.5, -0.5], [0.05, -0.05, -0.1]),  # one winner of three
+    ([0.1, 0.1, -0.1, -0.1], [1 / 3, 1 / 3, -1 / 3, -1 / 3], [0.0, 0.0, -0.1, -0.1]),  # two share the win
+    ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),  # everyone tied
 ])
-def test_outcome_utility_mixes_the_returns_with_the_zero_sum_outcome(returns, outcome):
+def test_game_utility_mixes_the_returns_or_leads_with_the_zero_sum_outcome(returns, outcome, lead):
     for weight in (0.0, 0.3, 1.0):
         expected = weight * np.array(outcome) + (1 - weight) * np.array(returns)
-        np.testing.assert_allclose(outcome_utility(returns, weight), expected, rtol=1e-6, atol=1e-7)
-        assert abs(outcome_utility(returns, weight).sum()) < 1e-6  # zero-sum returns stay zero-sum
+        np.testing.assert_allclose(game_utility(returns, outcome_weight=weight), expected, rtol=1e-6, atol=1e-7)
+        assert abs(game_utility(returns, outcome_weight=weight).sum()) < 1e-6  # zero-sum returns stay zero-sum
+        expected = weight * np.array(outcome) + (1 - weight) * np.array(lead)
+        np.testing.assert_allclose(game_utility(returns, True, weight), expected, rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match="outcome_weight"):
-        outcome_utility(returns, 1.5)
+        game_utility(returns, outcome_weight=1.5)
+    with pytest.raises(TypeError, match="lead_returns"):
+        game_utility(returns, lead_returns=1)
     with pytest.raises(ValueError, match="returns must hold"):
-        outcome_utility([], 0.5)
+        game_utility([], outcome_weight=0.5)
     with pytest.raises(ValueError, match="outcome_weight"):
         BatchedMCTS(Connect4(), 1, outcome_weight=-0.1)
+    with pytest.raises(TypeError, match="lead_returns"):
+        BatchedMCTS(Connect4(), 1, lead_returns="yes")
 
 
 def ends_the_game(state, action):
@@ -541,16 +548,17 @@ def ends_the_game(state, action):
     return child.is_terminal()
 
 
-def test_a_move_that_ends_the_game_is_worth_its_outcome_utility_to_the_search():
-    """Azul's returns are score margins / 200; with outcome_weight the search backs up a
-    mix with who won. The last round draws no tiles, so its moves' results are exact."""
-    state, rng = Azul().new_state(seed=3, num_players=2), np.random.default_rng(0)
+def test_a_move_that_ends_the_game_is_worth_its_game_utility_to_the_search():
+    """Azul's returns are score - mean score; with lead_returns the search backs up each
+    seat's lead over the best other, with outcome_weight a mix with who won. The last
+    round draws no tiles, so its moves' results are exact."""
+    state, rng = Azul().new_state(seed=3, num_players=3), np.random.default_rng(0)
     while not any(ends_the_game(state, action) for action in state.legal_actions()):
         state.apply(int(rng.choice(state.legal_actions())))
     legal = state.legal_actions()
-    for weight in (0.0, 0.6, 1.0):
+    for lead, weight in ((False, 0.0), (True, 0.0), (False, 0.6), (True, 1.0)):
         mcts = BatchedMCTS(Azul(), 1, num_simulations=4 * len(legal), normalize_values=True,
-                           outcome_weight=weight, dirichlet_epsilon=0.0)
+                           lead_returns=lead, outcome_weight=weight, dirichlet_epsilon=0.0)
         mcts.search([state], uniform_evaluator)
         visits, values = mcts.visit_counts(0), mcts.root_values(0)
         ending = [action for action in legal if visits[action] and ends_the_game(state, action)]
@@ -558,9 +566,7 @@ def test_a_move_that_ends_the_game_is_worth_its_outcome_utility_to_the_search():
         for action in ending:
             child = state.clone()
             child.apply(action)
-            np.testing.assert_allclose(values[action], outcome_utility(child.returns(), weight), rtol=1e-5)
-        if weight == 1.0:
-            assert set(np.unique(np.abs(values[ending]))) <= {0.0, 1.0}
+            np.testing.assert_allclose(values[action], game_utility(child.returns(), lead, weight), rtol=1e-5)
 
 
 # --- Gumbel root -------------------------------------------------------------------------

@@ -65,16 +65,27 @@ void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, cons
 }
 
 /* Chance games: replace the state's RNG with a fresh sample from `source`. */
-void mcts_utility(const float* returns, int32_t num_players, float outcome_weight, float* out) {
-    float best = returns[0];
-    for (int32_t p = 1; p < num_players; p++) best = returns[p] > best ? returns[p] : best;
+void mcts_utility(const float* returns, int32_t num_players, int32_t lead_returns, float outcome_weight,
+                  float* out) {
+    /* the two highest returns: a seat's best other is the first, or the second for its holder */
+    float best = -INFINITY, second = -INFINITY;
+    for (int32_t p = 0; p < num_players; p++) {
+        if (returns[p] > best) {
+            second = best;
+            best = returns[p];
+        } else if (returns[p] > second) {
+            second = returns[p];
+        }
+    }
     int32_t winners = 0;
     for (int32_t p = 0; p < num_players; p++) winners += returns[p] == best;
-    float others = (float)(num_players - 1);
+    float others = (float)(num_players > 1 ? num_players - 1 : 1);
     float winner_share = ((float)num_players / (float)winners - 1.0f) / others;
     for (int32_t p = 0; p < num_players; p++) {
+        float base = returns[p];
+        if (lead_returns && num_players > 1) base = (returns[p] - (returns[p] == best ? second : best)) * 0.5f;
         float outcome = returns[p] == best ? winner_share : -1.0f / others;
-        out[p] = outcome_weight * outcome + (1.0f - outcome_weight) * returns[p];
+        out[p] = outcome_weight * outcome + (1.0f - outcome_weight) * base;
     }
 }
 
@@ -386,7 +397,7 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         if (game->is_terminal(t->leaf_state)) {
             float returns[PC_GAME_MAX_PLAYERS], utility[PC_GAME_MAX_PLAYERS];
             game->returns(t->leaf_state, returns);
-            mcts_utility(returns, num_players, m->config.outcome_weight, utility);
+            mcts_utility(returns, num_players, m->config.lead_returns, m->config.outcome_weight, utility);
             back_up_path(t, utility, num_players);
             if (solve) {
                 mcts_prove(&t->nodes[node], utility, num_players, 0);

@@ -72,10 +72,14 @@ typedef struct MctsConfig {
     int32_t max_considered;
     float c_visit;
     float c_scale;
-    /* What a terminal leaf is worth (mcts_utility): the game's returns mixed with the
-     * win/loss outcome they imply, outcome_weight * outcome + (1 - outcome_weight) *
-     * returns. 0 keeps the returns (a margin in Azul); 1 counts only who won. Games
-     * whose returns are already a win/loss/draw (Connect4) are the same at any weight. */
+    /* What a terminal leaf is worth (mcts_utility): with lead_returns, each seat's
+     * return against the best other seat's (its lead, or its gap to the leader) in place
+     * of the returns; then mixed with the win/loss outcome the returns imply,
+     * outcome_weight * outcome + (1 - outcome_weight) * that. Both off keep the returns
+     * (Azul: score - mean score); outcome_weight 1 counts only who won. Two-player
+     * zero-sum games are the same with or without lead_returns, and games whose returns
+     * are already a win/loss/draw (Connect4) the same at any weight. */
+    int32_t lead_returns;
     float outcome_weight;
 } MctsConfig;
 
@@ -188,10 +192,12 @@ int32_t mcts_gumbel_select(const Mcts* m, MctsTree* t, int32_t mover);
 void mcts_gumbel_policy(const Mcts* m, const MctsTree* t, int32_t mover, float* out);
 int32_t mcts_gumbel_action(const Mcts* m, MctsTree* t, int32_t mover);
 
-/* out[num_players] = outcome_weight * outcome + (1 - outcome_weight) * returns, where the
- * outcome is zero-sum in [-1, 1]: the k seats sharing the highest return get
- * (n / k - 1) / (n - 1) each, the others -1 / (n - 1) (2 players: +1 / -1, a tie 0). */
-void mcts_utility(const float* returns, int32_t num_players, float outcome_weight, float* out);
+/* out[num_players] = outcome_weight * outcome + (1 - outcome_weight) * base, base the
+ * returns, or with lead_returns (returns[p] - the highest other return) / 2; the outcome
+ * is zero-sum in [-1, 1]: the k seats sharing the highest return get (n / k - 1) / (n - 1)
+ * each, the others -1 / (n - 1) (2 players: +1 / -1, a tie 0). All stay in [-1, 1]. */
+void mcts_utility(const float* returns, int32_t num_players, int32_t lead_returns, float outcome_weight,
+                  float* out);
 
 /* Shared by both searches. */
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source);

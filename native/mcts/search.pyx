@@ -30,6 +30,7 @@ cdef extern from "mcts.h" nogil:
         int32_t max_considered
         float c_visit
         float c_scale
+        int32_t lead_returns
         float outcome_weight
     ctypedef struct MctsTree:
         int32_t num_nodes
@@ -54,7 +55,8 @@ cdef extern from "mcts.h" nogil:
     void mcts_root_value(const Mcts* m, int32_t i, float* out)
     void mcts_root_values(const Mcts* m, int32_t i, float* out, int32_t width)
     int32_t mcts_choose_action(Mcts* m, int32_t i, float temperature)
-    void mcts_utility(const float* returns, int32_t num_players, float outcome_weight, float* out)
+    void mcts_utility(const float* returns, int32_t num_players, int32_t lead_returns, float outcome_weight,
+                      float* out)
     int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
                        uint64_t seed, int32_t* visits_out)
 
@@ -79,12 +81,16 @@ cdef _check_state(Game game, state, str name):
         raise ValueError(f"{name} is a {(<GameState>state).game.name} state, expected {game.name}")
 
 
-def outcome_utility(returns, outcome_weight):
+def game_utility(returns, lead_returns=False, outcome_weight=0.0):
     """What the search makes of a finished game's `returns` (by seat) with
-    BatchedMCTS(outcome_weight=...): outcome_weight * outcome + (1 - outcome_weight) *
-    returns, the outcome zero-sum in [-1, 1] (the seats sharing the highest return split
-    the win; 2 players: +1 / -1, a tie 0). Self-play's value targets use it too, so the
-    network learns what the search backs up."""
+    BatchedMCTS(lead_returns=..., outcome_weight=...): outcome_weight * outcome + (1 -
+    outcome_weight) * base, base the returns or, with `lead_returns`, each seat's return
+    minus the best other seat's, halved (2-player zero-sum returns stay as they are); the
+    outcome is zero-sum in [-1, 1] (the seats sharing the highest return split the win; 2
+    players: +1 / -1, a tie 0). Self-play's value targets use it too, so the network
+    learns what the search backs up."""
+    if not isinstance(lead_returns, (bool, np.bool_)):
+        raise TypeError(f"lead_returns must be a bool, got {lead_returns!r}")
     cdef float weight = _check_float(outcome_weight, "outcome_weight", 0.0, high=1.0)
     cdef float[::1] values = np.ascontiguousarray(returns, dtype=np.float32).reshape(-1)
     cdef int32_t n = values.shape[0]
@@ -92,7 +98,7 @@ def outcome_utility(returns, outcome_weight):
         raise ValueError(f"returns must hold 1-{PC_GAME_MAX_PLAYERS} values (one per seat), got {n}")
     out = np.empty(n, dtype=np.float32)
     cdef float[::1] out_view = out
-    mcts_utility(&values[0], n, weight, &out_view[0])
+    mcts_utility(&values[0], n, bool(lead_returns), weight, &out_view[0])
     return out
 
 
@@ -134,8 +140,8 @@ cdef class BatchedMCTS:
     the improved policy softmax(logits + sigma(completed Q)) with sigma scaled by
     (`c_visit` + most visits) * `c_scale` (mctx's defaults, 50 and 0.1), and
     `choose_action` plays the surviving action at any temperature.
-    A leaf that ends the game is worth `outcome_utility(returns, outcome_weight)`: 0
-    (the default) backs up the game's returns, 1 only who won them.
+    A leaf that ends the game is worth `game_utility(returns, lead_returns,
+    outcome_weight)`: by default the game's returns.
     Dirichlet noise (alpha, epsilon) is mixed into the root priors at every search and,
     like temperature sampling, drawn from game i's own RNG: `seed` is an int (game i
     gets derive_seed(seed, i)) or a sequence of batch_size ints (one per game), so a
@@ -154,7 +160,7 @@ cdef class BatchedMCTS:
     def __init__(self, game, batch_size, num_simulations=800, c_base=19652.0, c_init=1.25,
                  dirichlet_alpha=0.3, dirichlet_epsilon=0.25, normalize_values=False, max_nodes=None, seed=0,
                  solve=True, gumbel=False, max_considered=16, c_visit=50.0, c_scale=0.1, root_noise=True,
-                 outcome_weight=0.0):
+                 lead_returns=False, outcome_weight=0.0):
         if not isinstance(game, Game):
             raise TypeError(f"game must be a puffercore.games.Game, got {type(game).__name__}")
         self.game = game
@@ -186,6 +192,9 @@ cdef class BatchedMCTS:
         config.max_considered = check_int(max_considered, "max_considered", 1, 2**15)
         config.c_visit = _check_float(c_visit, "c_visit", 0.0)
         config.c_scale = _check_float(c_scale, "c_scale", 0.0, low_inclusive=False)
+        if not isinstance(lead_returns, (bool, np.bool_)):
+            raise TypeError(f"lead_returns must be a bool, got {lead_returns!r}")
+        config.lead_returns = bool(lead_returns)
         config.outcome_weight = _check_float(outcome_weight, "outcome_weight", 0.0, high=1.0)
         if isinstance(seed, (list, tuple, np.ndarray)):
             if len(seed) != self.batch_size:

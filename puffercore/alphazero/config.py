@@ -65,6 +65,9 @@ class AlphaZeroConfig:
     fast_simulations: int = _option(16, "simulations of the cheap searches (full_search_fraction < 1)")
     search_value_weight: float = _option(0.0, "value target = (1 - w) * game result + w * the root's search value "
                                               "(a position the solver proved learns its exact result)")
+    lead_returns: bool = _option(False, "a finished game is worth, to the search and as a value target, each "
+                                        "seat's return minus the best other seat's (its lead, or its gap to the "
+                                        "leader) rather than the return itself; 2-player zero-sum games: the same")
     outcome_weight: float = _option(0.0, "what a finished game is worth, to the search and as a value target: "
                                          "w * win/loss outcome + (1 - w) * the game's returns (Azul: the score "
                                          "margin); games scored win/loss/draw are the same at any w")

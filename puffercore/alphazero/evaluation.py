@@ -51,7 +51,8 @@ class AlphaZeroAgent:
                            c_base=self.config.c_base, c_init=self.config.c_init,
                            normalize_values=self.config.normalize_values, solve=self.config.solve,
                            gumbel=self.config.gumbel, max_considered=self.config.gumbel_considered,
-                           outcome_weight=self.config.outcome_weight, root_noise=False, seed=seed)
+                           lead_returns=self.config.lead_returns, outcome_weight=self.config.outcome_weight,
+                           root_noise=False, seed=seed)
 
     def act(self, state, simulations: int | None = None) -> int:
         if state.game != self.game:

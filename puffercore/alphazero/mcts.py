@@ -4,8 +4,9 @@
   round for all their leaves, node pools reused across moves.
 - `mcts_baseline_move`: plain UCT with random rollouts, the evaluation baseline.
 - `uniform_evaluator`: uniform priors, zero values (tests and benchmarks).
-- `outcome_utility`: what a finished game is worth to the search (returns mixed with
-  who won them), which self-play's value targets use too.
+- `game_utility`: what a finished game is worth to the search (its returns, or each
+  seat's lead over the best other, mixed with who won), which self-play's value targets
+  use too.
 
 Self-play loop sketch (what a trainer drives):
 
@@ -18,6 +19,6 @@ Self-play loop sketch (what a trainer drives):
         mcts.advance(i, action)
 """
 
-from puffercore._search import BatchedMCTS, mcts_baseline_move, outcome_utility, uniform_evaluator
+from puffercore._search import BatchedMCTS, game_utility, mcts_baseline_move, uniform_evaluator
 
-__all__ = ["BatchedMCTS", "mcts_baseline_move", "outcome_utility", "uniform_evaluator"]
+__all__ = ["BatchedMCTS", "game_utility", "mcts_baseline_move", "uniform_evaluator"]

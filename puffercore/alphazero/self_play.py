@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from puffercore.alphazero.config import AlphaZeroConfig
-from puffercore.alphazero.mcts import BatchedMCTS, outcome_utility
+from puffercore.alphazero.mcts import BatchedMCTS, game_utility
 from puffercore.alphazero.network import CachedEvaluator, PolicyValueNet, make_evaluator
 from puffercore.seeding import derive_seed
 
@@ -27,10 +27,11 @@ from puffercore.seeding import derive_seed
 def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, search_seed: int,
                    game_seeds: list[int]) -> list[tuple[list, np.ndarray, int]]:
     """Play one iteration's games, game g from `game_seeds[g]`; returns (history, result,
-    moves played) per game in game order (result: the final returns as the search valued
-    them, `outcome_utility` with config.outcome_weight), a history holding (observation, legal mask, search policy,
-    player to move, root search value by seat, whether the solver proved it, moves played
-    before it) per move recorded for training (every full search).
+    moves played) per game in game order (result: the final returns as the search values
+    them, `game_utility` with the config's lead_returns and outcome_weight), a history
+    holding (observation, legal mask, search policy, player to move, root search value by
+    seat, whether the solver proved it, moves played before it) per move recorded for
+    training (every full search).
 
     With self_play_threads = T, game g is played by thread g % T, each thread with its
     own batched search (seeded by `search_seed` and its index) over its share of
@@ -74,8 +75,8 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
                        c_init=config.c_init, normalize_values=config.normalize_values,
                        dirichlet_alpha=config.dirichlet_alpha,
                        dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, gumbel=config.gumbel,
-                       max_considered=config.gumbel_considered, outcome_weight=config.outcome_weight,
-                       seed=search_seed)
+                       max_considered=config.gumbel_considered, lead_returns=config.lead_returns,
+                       outcome_weight=config.outcome_weight, seed=search_seed)
     states: list = [None] * slots
     slot_games = [-1] * slots
     moves_played = [0] * slots
@@ -114,7 +115,7 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
             state.apply(action)
             mcts.advance(slot, action)
             if state.is_terminal() or moves_played[slot] >= max_moves:
-                result = outcome_utility(state.returns(), config.outcome_weight)
+                result = game_utility(state.returns(), config.lead_returns, config.outcome_weight)
                 played.append((slot_games[slot], histories[slot], result, moves_played[slot]))
                 start_game(slot)
     return played
