@@ -583,11 +583,12 @@ def test_gumbel_self_play_trains_on_the_improved_policy():
     assert agent.act(play([0, 4]), simulations=8) in play([0, 4]).legal_actions()
 
 
-def test_auto_training_precision_is_bf16_only_for_convolutional_networks():
+def test_auto_training_precision_is_bf16_where_native_for_every_network():
     board = Trainer(tiny_config())  # tictactoe: a convolutional tower
     assert board.network.convolutional
     assert board.train_dtype == (torch.bfloat16 if native_bf16() else torch.float32)
     azul = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1))
-    assert not azul.network.convolutional and azul.train_dtype == torch.float32  # an MLP, as its inference copy
-    forced = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1, train_precision="bfloat16"))
-    assert forced.train_dtype == torch.bfloat16
+    assert not azul.network.convolutional  # an MLP: trains in bf16 all the same
+    assert azul.train_dtype == (torch.bfloat16 if native_bf16() else torch.float32)
+    forced = Trainer(AlphaZeroConfig.for_game("azul", channels=8, blocks=1, torch_threads=1, train_precision="float32"))
+    assert forced.train_dtype == torch.float32

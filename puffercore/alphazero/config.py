@@ -37,9 +37,8 @@ class AlphaZeroConfig:
                                                "float32), float32 or bfloat16")
     inference_trace: bool = _option(True, "run self-play's and evaluation's network as a frozen TorchScript trace "
                                           "(false: eager PyTorch; an untraceable network stays eager anyway)")
-    train_precision: str = _option("auto", "training's forward and backward: auto (bf16 mixed precision for convolutional "
-                                           "networks where the CPU computes it natively, else float32), float32 or "
-                                           "bfloat16")
+    train_precision: str = _option("auto", "training's forward and backward: auto (bf16 mixed precision where the CPU "
+                                           "computes it natively, else float32), float32 or bfloat16")
     torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")
     self_play_threads: int = _option(2, "threads playing self-play games at once, each with its own batched search")
     # network
