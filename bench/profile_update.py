@@ -3,6 +3,7 @@
 
     python bench/profile_update.py                          # cartpole snake mujoco atari
     python bench/profile_update.py --presets cartpole --compile false true
+    python bench/profile_update.py --presets cartpole --backward autograd auto   # the by-hand gradients
 
 Each preset's trainer (bench_update.preset_trainer) collects one rollout, learns once
 untimed (warm-up; a compiled update compiles here), then collects and learns once under
@@ -49,8 +50,8 @@ def categorize(event) -> str:
     return CATEGORY_OF.get(name, "other math")
 
 
-def profile(name: str, compile_setting: str) -> None:
-    trainer = preset_trainer(name, compile_setting)
+def profile(name: str, compile_setting: str, backward: str = "autograd") -> None:
+    trainer = preset_trainer(name, compile_setting, backward=backward)
     try:
         trainer.collect()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -70,7 +71,7 @@ def profile(name: str, compile_setting: str) -> None:
         times[category] += event.cpu_time_total / 1e3
     profiled_ms = sum(times.values())
     python_ms = max(wall * 1e3 - profiled_ms, 0.0)
-    print(f"\n{name} (compile {compile_setting}): learn() {wall * 1e3:.1f} ms under the profiler, "
+    print(f"\n{name} (compile {compile_setting}, backward {backward}): learn() {wall * 1e3:.1f} ms under the profiler, "
           f"{minibatches:g} minibatches; per minibatch: {wall * 1e3 / minibatches:.3f} ms, "
           f"{sum(counts.values()) / minibatches:.0f} op launches")
     print(f"  {'category':22s} {'ops/minibatch':>14s} {'ms/minibatch':>13s} {'share':>6s}")
@@ -90,10 +91,14 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), default=list(PRESETS))
     parser.add_argument("--compile", nargs="+", choices=("false", "true"), default=["false"],
                         help="train.compile settings to profile (default false: eager)")
+    parser.add_argument("--backward", nargs="+", choices=("autograd", "auto"), default=["autograd"],
+                        help="train.backward settings to profile (auto: the by-hand MLP gradients where they "
+                             "apply, what a CartPole run takes)")
     args = parser.parse_args()
     for name in args.presets:
         for mode in args.compile:
-            profile(name, mode)
+            for backward in args.backward:
+                profile(name, mode, backward)
 
 
 if __name__ == "__main__":
