@@ -64,7 +64,6 @@ void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, cons
     }
 }
 
-/* Chance games: replace the state's RNG with a fresh sample from `source`. */
 void mcts_utility(const float* returns, int32_t num_players, int32_t lead_returns, float outcome_weight,
                   float* out) {
     /* the two highest returns: a seat's best other is the first, or the second for its holder */
@@ -89,6 +88,7 @@ void mcts_utility(const float* returns, int32_t num_players, int32_t lead_return
     }
 }
 
+/* Chance games: replace the state's RNG with a fresh sample from `source`. */
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source) {
     if (game->rng_offset < 0) return;
     uint64_t seed = ((uint64_t)pc_rng_next(source) << 32) | pc_rng_next(source);

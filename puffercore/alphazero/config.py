@@ -93,6 +93,13 @@ class AlphaZeroConfig:
     baseline_simulations: int = _option(1000, "the MCTS baseline's simulations per move")
     checkpoint_interval: int = _option(1, "save a checkpoint every this many iterations")
 
+    def search_options(self) -> dict:
+        """The BatchedMCTS keywords self-play and the trained agent share (not the
+        simulations, the root noise or the seed, which each sets)."""
+        return dict(c_base=self.c_base, c_init=self.c_init, normalize_values=self.normalize_values,
+                    solve=self.solve, gumbel=self.gumbel, max_considered=self.gumbel_considered,
+                    lead_returns=self.lead_returns, outcome_weight=self.outcome_weight)
+
     @classmethod
     def for_game(cls, game: str, **overrides) -> "AlphaZeroConfig":
         """The game's preset with `overrides` applied."""

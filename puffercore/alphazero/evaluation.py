@@ -48,11 +48,7 @@ class AlphaZeroAgent:
     def search(self, batch_size: int, simulations: int | None = None, seed: int = 0):
         """A noise-free BatchedMCTS for this agent's games."""
         return BatchedMCTS(self.game, batch_size, num_simulations=simulations or self.config.eval_simulations,
-                           c_base=self.config.c_base, c_init=self.config.c_init,
-                           normalize_values=self.config.normalize_values, solve=self.config.solve,
-                           gumbel=self.config.gumbel, max_considered=self.config.gumbel_considered,
-                           lead_returns=self.config.lead_returns, outcome_weight=self.config.outcome_weight,
-                           root_noise=False, seed=seed)
+                           root_noise=False, seed=seed, **self.config.search_options())
 
     def act(self, state, simulations: int | None = None) -> int:
         if state.game != self.game:

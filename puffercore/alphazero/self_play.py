@@ -71,12 +71,8 @@ def play_games(game, config: AlphaZeroConfig, numbers: range, game_seeds: list[i
     max_moves = config.max_moves or game.max_moves
     slots = min(slots, len(numbers))
     full_search_draws = np.random.default_rng(search_seed)
-    mcts = BatchedMCTS(game, slots, num_simulations=config.simulations, c_base=config.c_base,
-                       c_init=config.c_init, normalize_values=config.normalize_values,
-                       dirichlet_alpha=config.dirichlet_alpha,
-                       dirichlet_epsilon=config.dirichlet_epsilon, solve=config.solve, gumbel=config.gumbel,
-                       max_considered=config.gumbel_considered, lead_returns=config.lead_returns,
-                       outcome_weight=config.outcome_weight, seed=search_seed)
+    mcts = BatchedMCTS(game, slots, num_simulations=config.simulations, dirichlet_alpha=config.dirichlet_alpha,
+                       dirichlet_epsilon=config.dirichlet_epsilon, seed=search_seed, **config.search_options())
     states: list = [None] * slots
     slot_games = [-1] * slots
     moves_played = [0] * slots
