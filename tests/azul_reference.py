@@ -129,7 +129,9 @@ def apply(state, action, rng):
     end_round(state, rng)
 
 
-def end_round(state, rng):
+def tile_walls(state):
+    """Every seat's wall-tiling at the end of a round: full lines to the wall, floor
+    penalties, the leftover tiles to the lid."""
     for seat in range(state["num_players"]):
         wall, score = state["wall"][seat], state["score"][seat]
         for row in range(ROWS):
@@ -145,6 +147,10 @@ def end_round(state, rng):
         for c in range(COLORS):
             state["lid"][c] += state["floor"][seat][c]
         state["floor"][seat] = [0] * COLORS
+
+
+def end_round(state, rng):
+    tile_walls(state)
     if state["marker_holder"] != -1:
         state["round_starter"], state["marker_holder"] = state["marker_holder"], -1
     if any(all(row) for wall in state["wall"] for row in wall):

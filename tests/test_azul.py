@@ -459,10 +459,10 @@ def test_same_seed_same_game_and_other_seeds_draw_differently():
 
 
 def test_observation_is_from_the_observers_perspective():
-    assert GAME.observation_shape == (280,) and GAME.num_actions == 300 and GAME.max_players == 4
+    assert GAME.observation_shape == (292,) and GAME.num_actions == 300 and GAME.max_players == 4
     state = GAME.new_state(seed=2, num_players=3)
     state.apply(take(0, int(np.flatnonzero(state.fields()["factories"][0])[0]), 4))
-    shared, block = 68, 53
+    shared, block = 68, 56
     mine = state.observation(0)
     seat1 = state.observation(1)
     assert np.array_equal(mine[shared:shared + block], seat1[shared + 2 * block:shared + 3 * block])
@@ -471,6 +471,29 @@ def test_observation_is_from_the_observers_perspective():
     assert mine[61 + 1] == 1 and seat1[61] == 1           # seat 1 to move, relative to each observer
     assert mine[65 + 1] == 1                                # 3 players
     assert ((0 <= mine) & (mine <= 1)).all()
+
+
+@pytest.mark.parametrize("num_players", [2, 3, 4])
+def test_observation_projects_this_rounds_wall_tiling(num_players):
+    """Each seat's block ends with the score, wall bonus and game end that this round's
+    wall-tiling would give now, checked against the Python rules at every move of a game."""
+    state, rng, shared, block = GAME.new_state(seed=7, num_players=num_players), random.Random(7), 68, 56
+    checked_changes = 0
+    while not state.is_terminal():
+        tiled = reference.to_lists(state.fields())
+        reference.tile_walls(tiled)
+        observer = state.current_player()
+        observation = state.observation(observer)
+        for k in range(num_players):
+            seat = (observer + k) % num_players
+            start = shared + k * block + 50
+            projected = observation[start + 3:start + 6].tolist()
+            assert projected == pytest.approx([tiled["score"][seat] / 100,
+                                               reference.end_bonus(tiled["wall"][seat]) / 100,
+                                               float(any(all(row) for row in tiled["wall"][seat]))])
+            checked_changes += tiled["score"][seat] != state.fields()["score"][seat]
+        state.apply(rng.choice(state.legal_actions()))
+    assert checked_changes > 0
 
 
 def test_render_shows_the_table_and_every_board():

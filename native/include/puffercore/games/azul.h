@@ -70,7 +70,7 @@
 /* Observation (floats, by the observer's perspective): the shared part, then one block
  * per seat starting with the observer's (zeros for seats a smaller game lacks). */
 #define AZUL_OBS_SHARED (AZUL_MAX_FACTORIES * AZUL_COLORS + 3 * AZUL_COLORS + 1 + PC_GAME_MAX_PLAYERS + 3)
-#define AZUL_OBS_PLAYER (2 * AZUL_ROWS * AZUL_COLORS + 3)
+#define AZUL_OBS_PLAYER (2 * AZUL_ROWS * AZUL_COLORS + 6)
 #define AZUL_OBS_SIZE (AZUL_OBS_SHARED + PC_GAME_MAX_PLAYERS * AZUL_OBS_PLAYER)
 
 typedef struct AzulBoard {
@@ -302,22 +302,35 @@ static inline int azul_start_round(Azul* azul) {
     return drawn;
 }
 
-/* Wall-tiling of one player: full lines to the wall top first, scored as placed, the
- * rest of each full line and the floor tiles to the lid, floor penalty, floor at 0. */
-static inline void azul_tile_wall(Azul* azul, int seat) {
-    AzulBoard* board = &azul->boards[seat];
+/* The score `seat` will have after this round's wall-tiling, its wall then in `wall`:
+ * full lines to the wall top first, scored as placed, floor penalty, floor at 0. */
+static inline int azul_tiled_score(const Azul* azul, int seat, uint8_t* wall) {
+    const AzulBoard* board = &azul->boards[seat];
     int score = board->score;
+    memcpy(wall, board->wall, AZUL_ROWS);
     for (int row = 0; row < AZUL_ROWS; row++) {
         if (board->line_count[row] != row + 1) continue;
-        int color = board->line_color[row], col = azul_wall_column(row, color);
-        board->wall[row] |= (uint8_t)(1u << col);
-        score += azul_placement_points(board->wall, row, col);
-        azul->lid[color] += (int8_t)row;
+        int col = azul_wall_column(row, board->line_color[row]);
+        wall[row] |= (uint8_t)(1u << col);
+        score += azul_placement_points(wall, row, col);
+    }
+    score -= azul_floor_penalty(azul_floor_slots(azul, seat));
+    return score > 0 ? score : 0;
+}
+
+/* Wall-tiling of one player (azul_tiled_score), then the rest of each full line and the
+ * floor tiles to the lid. */
+static inline void azul_tile_wall(Azul* azul, int seat) {
+    AzulBoard* board = &azul->boards[seat];
+    uint8_t wall[AZUL_ROWS];
+    board->score = (int16_t)azul_tiled_score(azul, seat, wall);
+    memcpy(board->wall, wall, sizeof(wall));
+    for (int row = 0; row < AZUL_ROWS; row++) {
+        if (board->line_count[row] != row + 1) continue;
+        azul->lid[board->line_color[row]] += (int8_t)row;
         board->line_count[row] = 0;
         board->line_color[row] = AZUL_NO_COLOR;
     }
-    score -= azul_floor_penalty(azul_floor_slots(azul, seat));
-    board->score = (int16_t)(score > 0 ? score : 0);
     for (int c = 0; c < AZUL_COLORS; c++) azul->lid[c] += board->floor[c];
     memset(board->floor, 0, sizeof(board->floor));
 }
@@ -428,11 +441,15 @@ static inline void azul_play(Azul* azul, int32_t action) {
         azul->player = (int8_t)((seat + 1) % azul->num_players);
 }
 
-/* 280 floats. Shared (68): factories [9][5] / 4, centre [5] / 20, bag [5] / 20, lid [5] / 20,
+/* 292 floats. Shared (68): factories [9][5] / 4, centre [5] / 20, bag [5] / 20, lid [5] / 20,
  * marker in the centre, seat to move one-hot [4] (relative to the observer), player count
- * one-hot [3]. Then per seat (53 each; observer first, then turn order, zeros for absent
+ * one-hot [3]. Then per seat (56 each; observer first, then turn order, zeros for absent
  * seats): pattern lines [5 rows][5 colours] = tiles / line length, wall [5][5] (0/1),
- * floor tiles / 7, holds the marker, score / 100. */
+ * floor tiles / 7, holds the marker, score / 100, and what this round's wall-tiling
+ * would leave if the round ended now: score / 100, the wall's end-of-game bonus / 100,
+ * whether a wall row is full (the game ends). A network could learn the last three from
+ * the rest, but the scoring rules are a deep function of the bits, and computed they
+ * turn the value's main term, the score margin to come, into a nearly linear one. */
 static inline void azul_observe(const Azul* azul, int32_t observer, float* out) {
     memset(out, 0, AZUL_OBS_SIZE * sizeof(float));
     const int n = azul->num_players;
@@ -461,6 +478,10 @@ static inline void azul_observe(const Azul* azul, int32_t observer, float* out) 
         block[0] = azul_sum(board->floor) / (float)AZUL_FLOOR_SLOTS;
         block[1] = azul->marker_holder == seat;
         block[2] = board->score / 100.0f;
+        uint8_t tiled[AZUL_ROWS];
+        block[3] = azul_tiled_score(azul, seat, tiled) / 100.0f;
+        block[4] = azul_wall_bonus(tiled) / 100.0f;
+        block[5] = azul_full_rows(tiled) > 0;
     }
 }
 
