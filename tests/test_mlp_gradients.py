@@ -21,14 +21,29 @@ def discrete_policy(activation: str = "tanh", num_layers: int = 2, **options) ->
                          num_layers=num_layers, activation=activation, **options)
 
 
+def box_policy(activation: str = "tanh", num_layers: int = 2) -> DefaultPolicy:
+    torch.manual_seed(0)
+    policy = DefaultPolicy(spaces.Box(-2, 2, (5,), np.float32), spaces.Box(-1, 1, (3,), np.float32), hidden_size=16,
+                           num_layers=num_layers, activation=activation)
+    with torch.no_grad():
+        policy.log_std.copy_(torch.tensor([-0.5, 0.0, 0.3]))  # a different sigma in every dimension
+    return policy
+
+
+POLICIES = {"discrete": discrete_policy, "box": box_policy}
+
+
 def minibatch(policy: DefaultPolicy, masked: bool) -> dict[str, torch.Tensor]:
     """Rows whose old log-probs and values are the policy's own, moved enough that both
     clips bind on some rows and not on others."""
     generator = torch.Generator().manual_seed(1)
     observations = torch.randn(ROWS, 5, generator=generator)
-    actions = torch.randint(1, 4, (ROWS,), generator=generator)
     with torch.no_grad():
         out = policy.output(observations)
+        if policy.head.is_continuous:
+            actions, _ = policy.sample(out, generator)
+        else:
+            actions = torch.randint(1, 4, (ROWS,), generator=generator)
         log_prob, _ = policy.evaluate(out, actions)
     batch = {"obs": observations, "action": actions,
              "log_prob": log_prob + 0.3 * torch.randn(ROWS, generator=generator),
@@ -49,12 +64,13 @@ def autograd_gradients(policy, optimizer, batch, config) -> tuple[dict, torch.Te
     return {name: value.detach() for name, value in losses.items()}, optimizer.flat.grad.clone()
 
 
+@pytest.mark.parametrize("head", POLICIES)
 @pytest.mark.parametrize("activation, num_layers", [("tanh", 2), ("relu", 2), ("tanh", 1), ("relu", 3)])
 @pytest.mark.parametrize("clip_vloss, ent_coef, norm_adv, masked",
                          [(True, 0.0, True, False), (False, 0.01, True, True), (True, 0.05, False, True)])
-def test_hand_derived_gradients_equal_autograd_on_the_same_loss(activation, num_layers, clip_vloss, ent_coef,
+def test_hand_derived_gradients_equal_autograd_on_the_same_loss(head, activation, num_layers, clip_vloss, ent_coef,
                                                                 norm_adv, masked):
-    policy = discrete_policy(activation, num_layers)
+    policy = POLICIES[head](activation, num_layers)
     optimizer = FlatAdam(policy, lr=1e-3, eps=1e-5, groups=policy.parameter_groups())
     config = PPOConfig(clip_vloss=clip_vloss, ent_coef=ent_coef, norm_adv=norm_adv, clip_coef=0.2)
     batch = minibatch(policy, masked)
@@ -77,10 +93,9 @@ def test_hand_derived_gradients_equal_autograd_on_the_same_loss(activation, num_
     (lambda: discrete_policy(lstm=True, shared_trunk=True), PPOConfig()),
     (lambda: discrete_policy(shared_trunk=True), PPOConfig()),
     (lambda: discrete_policy("gelu"), PPOConfig()),
-    (lambda: DefaultPolicy(spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-1, 1, (2,), np.float32)), PPOConfig()),
     (lambda: DefaultPolicy(spaces.Box(-1, 1, (5,), np.float32), spaces.MultiDiscrete([2, 3])), PPOConfig()),
     (lambda: discrete_policy(), PPOConfig(prio_alpha=0.6)),
-], ids=["autograd asked", "lstm", "shared trunk", "gelu", "box actions", "multidiscrete", "prioritized rows"])
+], ids=["autograd asked", "lstm", "shared trunk", "gelu", "multidiscrete", "prioritized rows"])
 def test_other_policies_and_settings_take_autograd(policy, config):
     policy = policy()
     optimizer = FlatAdam(policy, lr=1e-3, eps=1e-5, groups=policy.parameter_groups())
@@ -98,11 +113,12 @@ def small_config(**overrides) -> PPOConfig:
     return PPOConfig(**{**values, **overrides})
 
 
-def test_a_cartpole_trainer_takes_the_hand_derived_gradients_reproducibly_and_autograd_when_asked(tmp_path):
+@pytest.mark.parametrize("env", ["cartpole", "gymnasium:Pendulum-v1"])
+def test_a_trainer_takes_the_hand_derived_gradients_reproducibly_and_autograd_when_asked(tmp_path, env):
     parameters = {}
     for name, overrides in [("first", {}), ("second", {}), ("autograd", {"backward": "autograd"}),
                             ("compiled", {"compile": "true"})]:
-        trainer = ppo.train(small_config(run_dir=str(tmp_path / name), **overrides), "cartpole")
+        trainer = ppo.train(small_config(run_dir=str(tmp_path / name), **overrides), env)
         assert (trainer.update_step.gradients is not None) == (name in ("first", "second"))
         assert np.isfinite(trainer.losses["loss/loss"]) and trainer.losses["loss/grad_norm_actor"] > 0
         parameters[name] = torch.cat([parameter.detach().reshape(-1) for parameter in trainer.policy.parameters()])
@@ -131,3 +147,28 @@ def test_the_native_loss_refuses_mismatched_rows_and_actions_out_of_range():
         call(action=np.array([0, 1, 5, 0], np.int64))
     with pytest.raises(ValueError, match="Buffer dtype mismatch"):
         call(value=np.zeros(rows, np.float64))
+
+
+def test_the_native_gaussian_loss_refuses_mismatched_shapes():
+    from puffercore import _ppo_loss
+
+    rows, dims = 4, 3
+    fields = {name: np.zeros(rows, np.float32) for name in ("value", "old_log_prob", "advantage", "returns", "old_value")}
+
+    def call(mean=np.zeros((dims, rows), np.float32), log_std=np.zeros(dims, np.float32),
+             action=np.zeros((rows, dims), np.float32), d_log_std=np.zeros(dims, np.float32), **changed):
+        arrays = {**fields, **changed}
+        _ppo_loss.gaussian_loss(mean, log_std, arrays["value"], action, arrays["old_log_prob"], arrays["advantage"],
+                                arrays["returns"], arrays["old_value"], np.zeros(0, np.float32), 0.0, 1.0, 0.2, True,
+                                0.5, 0.0, np.zeros((dims, rows), np.float32), d_log_std, np.zeros(rows, np.float32),
+                                np.zeros(6, np.float32))
+
+    call()
+    with pytest.raises(ValueError, match="advantage must hold 4 rows"):
+        call(advantage=np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match=r"action must be \[4, 3\], got \[4, 2\]"):
+        call(action=np.zeros((rows, 2), np.float32))
+    with pytest.raises(ValueError, match=r"log_std must be \[3\], got \[2\]"):
+        call(log_std=np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match=r"d_log_std must be \[3\]"):
+        call(d_log_std=np.zeros(4, np.float32))

@@ -7,16 +7,17 @@ MLP policy: the update's fast path where autograd's bookkeeping is most of the c
 A small MLP's update is launch-bound: for the CartPole preset's 32-wide actor and
 critic, autograd launched about 790 ops a minibatch, a few microseconds each, around
 matmuls that take less (docs/design.md, "Where a PPO update's time goes"). The loss of a
-tanh or ReLU MLP with a categorical head has a short closed-form gradient:
+tanh or ReLU MLP with a categorical or Gaussian head has a short closed-form gradient:
 
     d log p(a) / d logits = onehot(a) - p          d H / d logits = -p (log p + H)
+    Gaussian, z = (a - mean) / sigma:  d log p / d mean = z / sigma,  d log p / d log sigma = z^2 - 1
     d surrogate / d log p(a) = -A ratio where the unclipped term is the max, else 0
     d value loss / d v = (v - R) where the unclipped term is the max, else 0
     linear layer: dW = dz^T h, db = sum(dz), dh = dz W;   tanh: dz = dh (1 - h^2)
 
 so the update takes the matmuls and a few ops more (about 35 a minibatch, each
 matmul written straight into the optimizer's flat gradient buffer), and the loss with
-its gradient with respect to the logits and the value is one pass over the rows in C
+its gradient with respect to the head's outputs and the value is one pass over the rows in C
 (`native/cpu/ppo_loss.pyx`), where torch would launch some 50 elementwise ops. It is the
 same objective as `loss.ppo_loss` (advantages normalized over the minibatch, both clips,
 the entropy bonus, padding rows left out of every mean), checked against autograd in the
@@ -26,7 +27,8 @@ them. Ties of the clipped max go to the unclipped term, as autograd's half-and-h
 split sums to. The heads' outputs are kept transposed, [actions, rows].
 
 What it covers: `DefaultPolicy` with separate MLP actor and critic (tanh or ReLU) on
-flat observations, one Discrete action without an action mask, float32 on the CPU (on a
+flat observations, one Discrete action without an action mask or a 1-D Box action (a
+Gaussian with the policy's state-independent log std), float32 on the CPU (on a
 GPU the launches are what CUDA graphs and torch.compile address), rows taken as
 transitions (not a recurrent policy's or prioritized rows). Anything else takes autograd.
 """
@@ -56,8 +58,12 @@ class MLPGradients:
         self.actor = _linear_layers(policy.encoder) + [policy.actor]
         self.critic = _linear_layers(policy.critic_encoder) + [policy.critic]
         self.relu = isinstance(policy.encoder[1], nn.ReLU)
-        self.start = int(policy.head.space.start)
         gradient_of = {id(parameter): view for parameter, view in zip(optimizer.layout, optimizer.views)}
+        self.log_std = policy.log_std  # a Box head's; None for a Discrete one
+        if self.log_std is None:
+            self.start = int(policy.head.space.start)
+        else:
+            self.log_std_gradient = gradient_of[id(self.log_std)]
         self.actor_gradients = [(gradient_of[id(layer.weight)], gradient_of[id(layer.bias)]) for layer in self.actor]
         self.critic_gradients = [(gradient_of[id(layer.weight)], gradient_of[id(layer.bias)]) for layer in self.critic]
         self.config, self.group = config, group or Group()
@@ -74,7 +80,7 @@ class MLPGradients:
         if policy.image_shape is not None or policy.lstm is not None or policy.critic_encoder is None \
                 or policy.decode_leaves or policy.mask_leaf is not None:
             return None
-        if not isinstance(policy.head.space, spaces.Discrete) or policy.actor.weight.dtype != torch.float32 \
+        if not isinstance(policy.head.space, (spaces.Discrete, spaces.Box)) or policy.actor.weight.dtype != torch.float32 \
                 or policy.actor.weight.device.type != "cpu":
             return None
         if not _plain_mlp(policy.encoder) or not _plain_mlp(policy.critic_encoder):
@@ -103,11 +109,17 @@ class MLPGradients:
         critic_inputs, value = self._forward(self.critic, x)
         d_logits, d_value = torch.empty_like(logits), torch.empty_like(value)
         scalars = torch.empty(6)
-        index = (batch["action"].reshape(-1) - self.start).long()
-        _ppo_loss.categorical_loss(
-            logits.numpy(), value[0].numpy(), index.numpy(), batch["log_prob"].numpy(), batch["advantage"].numpy(),
-            batch["return"].numpy(), batch["value"].numpy(), row_weight.numpy(), mean, scale, config.clip_coef,
-            config.clip_vloss, config.vf_coef, config.ent_coef, d_logits.numpy(), d_value[0].numpy(), scalars.numpy())
+        rollout = (batch["log_prob"].numpy(), batch["advantage"].numpy(), batch["return"].numpy(),
+                   batch["value"].numpy(), row_weight.numpy(), mean, scale, config.clip_coef, config.clip_vloss,
+                   config.vf_coef, config.ent_coef)
+        if self.log_std is None:
+            index = (batch["action"].reshape(-1) - self.start).long()
+            _ppo_loss.categorical_loss(logits.numpy(), value[0].numpy(), index.numpy(), *rollout,
+                                       d_logits.numpy(), d_value[0].numpy(), scalars.numpy())
+        else:  # the logits are the Gaussian's means
+            _ppo_loss.gaussian_loss(logits.numpy(), self.log_std.detach().numpy(), value[0].numpy(),
+                                    batch["action"].contiguous().numpy(), *rollout, d_logits.numpy(),
+                                    self.log_std_gradient.numpy(), d_value[0].numpy(), scalars.numpy())
         self._backward(self.actor, self.actor_gradients, actor_inputs, d_logits)
         self._backward(self.critic, self.critic_gradients, critic_inputs, d_value)
         return dict(zip(LOSS_NAMES, scalars.unbind()))
