@@ -459,10 +459,10 @@ def test_same_seed_same_game_and_other_seeds_draw_differently():
 
 
 def test_observation_is_from_the_observers_perspective():
-    assert GAME.observation_shape == (292,) and GAME.num_actions == 300 and GAME.max_players == 4
+    assert GAME.observation_shape == (412,) and GAME.num_actions == 300 and GAME.max_players == 4
     state = GAME.new_state(seed=2, num_players=3)
     state.apply(take(0, int(np.flatnonzero(state.fields()["factories"][0])[0]), 4))
-    shared, block = 68, 56
+    shared, block = 68, 86
     mine = state.observation(0)
     seat1 = state.observation(1)
     assert np.array_equal(mine[shared:shared + block], seat1[shared + 2 * block:shared + 3 * block])
@@ -476,8 +476,9 @@ def test_observation_is_from_the_observers_perspective():
 @pytest.mark.parametrize("num_players", [2, 3, 4])
 def test_observation_projects_this_rounds_wall_tiling(num_players):
     """Each seat's block ends with the score, wall bonus and game end that this round's
-    wall-tiling would give now, checked against the Python rules at every move of a game."""
-    state, rng, shared, block = GAME.new_state(seed=7, num_players=num_players), random.Random(7), 68, 56
+    wall-tiling would give now, the colours each pattern line takes and what finishing
+    each unfinished line would score, checked against the Python rules at every move."""
+    state, rng, shared, block = GAME.new_state(seed=7, num_players=num_players), random.Random(7), 68, 86
     checked_changes = 0
     while not state.is_terminal():
         tiled = reference.to_lists(state.fields())
@@ -492,6 +493,23 @@ def test_observation_projects_this_rounds_wall_tiling(num_players):
                                                reference.end_bonus(tiled["wall"][seat]) / 100,
                                                float(any(all(row) for row in tiled["wall"][seat]))])
             checked_changes += tiled["score"][seat] != state.fields()["score"][seat]
+            accepts = observation[start + 6:start + 31].reshape(5, 5)
+            line_values = observation[start + 31:start + 36]
+            for row in range(5):
+                color, count = state.fields()["line_color"][seat, row], state.fields()["line_count"][seat, row]
+                wall_row = state.fields()["wall"][seat, row]
+                for c in range(5):
+                    takes = (count == 0 and not wall_row[reference.wall_column(row, c)]) or \
+                        (0 < count < row + 1 and c == color)
+                    assert accepts[row, c] == takes
+                expected = 0.0
+                if 0 < count < row + 1:  # points and bonuses if the line were finished, on the tiled wall
+                    wall = [list(cells) for cells in tiled["wall"][seat]]
+                    before = reference.end_bonus(wall)
+                    wall[row][reference.wall_column(row, color)] = True
+                    expected = (reference.placement_points(wall, row, reference.wall_column(row, color))
+                                + reference.end_bonus(wall) - before) / 20
+                assert line_values[row] == pytest.approx(expected)
         state.apply(rng.choice(state.legal_actions()))
     assert checked_changes > 0
 

@@ -267,7 +267,7 @@ def test_observation_tree_reads_masks_and_boards_as_views():
     tree = env.observation_tree
     assert tree.flat_space == env.single_observation_space
     leaves = tree.unflatten(observations)
-    assert leaves["action_mask"].shape == (3, NUM_ACTIONS) and leaves["board"].shape == (3, 292)
+    assert leaves["action_mask"].shape == (3, NUM_ACTIONS) and leaves["board"].shape == (3, 412)
     assert np.shares_memory(leaves["board"], observations)
     for i in range(3):
         state = env.game_state(i)

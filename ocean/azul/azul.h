@@ -28,7 +28,7 @@
  * is the engine's game end too): terminal, never truncated.
  *
  * Observation, float32 [AZULENV_OBS_SIZE]: the flat row of the Dict space
- * {"action_mask": [300], "board": [292]}: the agent's legal moves (1 = legal; all zeros
+ * {"action_mask": [300], "board": [412]}: the agent's legal moves (1 = legal; all zeros
  * in the final observation of a finished game), then azul_observe from the agent's
  * seat (the agent's board first, the others in turn order). */
 #ifndef PUFFERCORE_OCEAN_AZUL_H

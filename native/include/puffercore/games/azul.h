@@ -70,7 +70,7 @@
 /* Observation (floats, by the observer's perspective): the shared part, then one block
  * per seat starting with the observer's (zeros for seats a smaller game lacks). */
 #define AZUL_OBS_SHARED (AZUL_MAX_FACTORIES * AZUL_COLORS + 3 * AZUL_COLORS + 1 + PC_GAME_MAX_PLAYERS + 3)
-#define AZUL_OBS_PLAYER (2 * AZUL_ROWS * AZUL_COLORS + 6)
+#define AZUL_OBS_PLAYER (3 * AZUL_ROWS * AZUL_COLORS + AZUL_ROWS + 6)
 #define AZUL_OBS_SIZE (AZUL_OBS_SHARED + PC_GAME_MAX_PLAYERS * AZUL_OBS_PLAYER)
 
 typedef struct AzulBoard {
@@ -180,6 +180,16 @@ static inline int azul_wall_bonus(const uint8_t* wall) {
         bonus += 10 * complete;
     }
     return bonus;
+}
+
+/* Points and end-of-game bonuses a tile of `color` on `row` would earn on `wall` (which
+ * lacks it). */
+static inline int azul_tile_value(const uint8_t* wall, int row, int color) {
+    uint8_t after[AZUL_ROWS];
+    memcpy(after, wall, sizeof(after));
+    int col = azul_wall_column(row, color);
+    after[row] |= (uint8_t)(1u << col);
+    return azul_placement_points(after, row, col) + azul_wall_bonus(after) - azul_wall_bonus(wall);
 }
 
 static inline int azul_full_rows(const uint8_t* wall) {
@@ -441,15 +451,17 @@ static inline void azul_play(Azul* azul, int32_t action) {
         azul->player = (int8_t)((seat + 1) % azul->num_players);
 }
 
-/* 292 floats. Shared (68): factories [9][5] / 4, centre [5] / 20, bag [5] / 20, lid [5] / 20,
+/* 412 floats. Shared (68): factories [9][5] / 4, centre [5] / 20, bag [5] / 20, lid [5] / 20,
  * marker in the centre, seat to move one-hot [4] (relative to the observer), player count
- * one-hot [3]. Then per seat (56 each; observer first, then turn order, zeros for absent
+ * one-hot [3]. Then per seat (86 each; observer first, then turn order, zeros for absent
  * seats): pattern lines [5 rows][5 colours] = tiles / line length, wall [5][5] (0/1),
- * floor tiles / 7, holds the marker, score / 100, and what this round's wall-tiling
- * would leave if the round ended now: score / 100, the wall's end-of-game bonus / 100,
- * whether a wall row is full (the game ends). A network could learn the last three from
- * the rest, but the scoring rules are a deep function of the bits, and computed they
- * turn the value's main term, the score margin to come, into a nearly linear one. */
+ * floor tiles / 7, holds the marker, score / 100; what this round's wall-tiling would
+ * leave if the round ended now: score / 100, the wall's end-of-game bonus / 100, whether
+ * a wall row is full (the game ends); the colours each pattern line takes [5][5] (0/1);
+ * for each unfinished line, what finishing it would score on that wall / 20 [5]. A
+ * network could learn these from the bits above, but the rules make them deep functions
+ * of the bits, and computed they make the value's main term, the score margin to come,
+ * and the moves' worth nearly linear in the input (docs/design.md has the A/Bs). */
 static inline void azul_observe(const Azul* azul, int32_t observer, float* out) {
     memset(out, 0, AZUL_OBS_SIZE * sizeof(float));
     const int n = azul->num_players;
@@ -482,6 +494,12 @@ static inline void azul_observe(const Azul* azul, int32_t observer, float* out) 
         block[3] = azul_tiled_score(azul, seat, tiled) / 100.0f;
         block[4] = azul_wall_bonus(tiled) / 100.0f;
         block[5] = azul_full_rows(tiled) > 0;
+        for (int row = 0; row < AZUL_ROWS; row++) {
+            unsigned accepts = azul_line_colors(board, row);
+            for (int color = 0; color < AZUL_COLORS; color++) block[6 + row * AZUL_COLORS + color] = accepts >> color & 1u;
+            if (board->line_count[row] && board->line_count[row] < row + 1)
+                block[6 + AZUL_ROWS * AZUL_COLORS + row] = azul_tile_value(tiled, row, board->line_color[row]) / 20.0f;
+        }
     }
 }
 

@@ -21,15 +21,6 @@
 #define AZUL_GREEDY_UNFINISHED_UNLIKELY 0.35f /* ... and of one it cannot finish this round */
 #define AZUL_GREEDY_MARKER_VALUE 0.5f
 
-/* Points and bonuses the tile of `row`'s line would earn on `wall` (which lacks it). */
-static inline float azul_greedy_tile_value(const uint8_t* wall, int row, int color) {
-    uint8_t after[AZUL_ROWS];
-    memcpy(after, wall, sizeof(after));
-    int col = azul_wall_column(row, color);
-    after[row] |= (uint8_t)(1u << col);
-    return (float)(azul_placement_points(after, row, col) + azul_wall_bonus(after) - azul_wall_bonus(wall));
-}
-
 /* Tiles of `color` left on the table (every factory and the centre). */
 static inline int azul_greedy_on_table(const Azul* azul, int color) {
     int tiles = azul->centre[color];
@@ -55,7 +46,7 @@ static inline float azul_greedy_value(const Azul* azul, int32_t action) {
         for (int r = 0; r < AZUL_ROWS; r++)
             if (r != row && board->line_count[r] == r + 1)
                 wall[r] |= (uint8_t)(1u << azul_wall_column(r, board->line_color[r]));
-        float tile_value = azul_greedy_tile_value(wall, row, color);
+        float tile_value = azul_tile_value(wall, row, color);
         int filled = board->line_count[row] + placed;
         if (filled == length) {
             value += tile_value;
