@@ -25,7 +25,7 @@ HAND_WRITTEN = {
     "squared": (Squared, {"size": 5}, spaces.Box(0, 2, (25,), dtype=np.uint8), spaces.Discrete(5)),
     "snake": (Snake, {"vision": 2}, spaces.Box(0, 4, (25,), dtype=np.uint8), spaces.Discrete(4)),
     "connect4": (Connect4, {}, _MASKED(7, spaces.Box(0.0, 1.0, (2, 6, 7), np.float32)), spaces.Discrete(7)),
-    "azul": (Azul, {}, _MASKED(300, spaces.Box(0.0, np.inf, (280,), np.float32)), spaces.Discrete(300)),
+    "azul": (Azul, {}, _MASKED(300, spaces.Box(0.0, np.inf, (412,), np.float32)), spaces.Discrete(300)),
     "busy": (Busy, {}, spaces.Box(0.0, 1.0, (2,), dtype=np.float32), spaces.Discrete(2)),
     "memory": (Memory, {}, spaces.Box(0.0, 1.0, (3,), dtype=np.float32), spaces.Discrete(2)),
 }
