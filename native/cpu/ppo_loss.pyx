@@ -53,7 +53,7 @@ cdef void write_scalars(Totals* totals, double vf_coef, double ent_coef, float[:
     scalars[5] = <float>totals.clip_fraction
 
 
-def check_rows(Py_ssize_t rows, dict lengths, Py_ssize_t weights, Py_ssize_t scalars):
+cdef int check_rows(Py_ssize_t rows, dict lengths, Py_ssize_t weights, Py_ssize_t scalars) except -1:
     for name, length in lengths.items():
         if length != rows:
             raise ValueError(f"{name} must hold {rows} rows (the head's columns), got {length}")
@@ -61,6 +61,7 @@ def check_rows(Py_ssize_t rows, dict lengths, Py_ssize_t weights, Py_ssize_t sca
         raise ValueError(f"row_weight must hold 0 or {rows} rows, got {weights}")
     if scalars != 6:
         raise ValueError(f"scalars must hold 6 values, got {scalars}")
+    return 0
 
 
 def categorical_loss(const float[:, ::1] logits, const float[::1] value, const int64_t[::1] action,
@@ -148,13 +149,14 @@ def gaussian_loss(const float[:, ::1] mean, const float[::1] log_std, const floa
             raise ValueError(f"{name} must be {expected}, got {shape}")
 
     cdef Totals totals = Totals(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    cdef double weight = 1.0 / rows, log_p, z, d_log_prob, entropy = dims * 0.5 * (1.0 + log(2.0 * M_PI))
+    cdef double weight = 1.0 / rows, log_p, d_log_prob, entropy = dims * 0.5 * (1.0 + log(2.0 * M_PI))
     cdef double normalizer = -dims * 0.5 * log(2.0 * M_PI)
     cdef bint weighted = row_weight.shape[0] == rows
-    cdef double* inverse_std = <double*>malloc(2 * dims * sizeof(double))
+    cdef double* inverse_std = <double*>malloc(3 * dims * sizeof(double))
     if inverse_std == NULL:
         raise MemoryError()
     cdef double* d_log_std_sum = inverse_std + dims
+    cdef double* z = inverse_std + 2 * dims  # this row's (a_k - mean_k) / sigma_k
     for k in range(dims):
         entropy += log_std[k]
         normalizer -= log_std[k]
@@ -166,16 +168,15 @@ def gaussian_loss(const float[:, ::1] mean, const float[::1] log_std, const floa
                 weight = row_weight[i]
             log_p = normalizer
             for k in range(dims):
-                z = (<double>action[i, k] - mean[k, i]) * inverse_std[k]
-                log_p -= 0.5 * z * z
+                z[k] = (<double>action[i, k] - mean[k, i]) * inverse_std[k]
+                log_p -= 0.5 * z[k] * z[k]
             totals.entropy += weight * entropy
             d_log_prob = row_terms(log_p - old_log_prob[i], (<double>advantage[i] - advantage_mean) * advantage_scale,
                                    value[i], returns[i], old_value[i], weight, clip_coef, clip_vloss, vf_coef,
                                    &totals, &d_value[i])
             for k in range(dims):
-                z = (<double>action[i, k] - mean[k, i]) * inverse_std[k]
-                d_mean[k, i] = <float>(d_log_prob * z * inverse_std[k])
-                d_log_std_sum[k] += d_log_prob * (z * z - 1.0)
+                d_mean[k, i] = <float>(d_log_prob * z[k] * inverse_std[k])
+                d_log_std_sum[k] += d_log_prob * (z[k] * z[k] - 1.0)
     for k in range(dims):  # the entropy bonus: d H / d log sigma_k = 1 in every row
         d_log_std[k] = <float>(d_log_std_sum[k] - ent_coef * totals.weight)
     free(inverse_std)
