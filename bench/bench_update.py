@@ -1,4 +1,4 @@
-"""PPO updates on CPU, side by side in alternating rounds, medians and ratios printed.
+"""PPO updates on CPU (or `--device cuda`), side by side in alternating rounds, medians and ratios printed.
 
 Default: the trainer's whole update (`Trainer.learn()` on one collected rollout: every
 epoch's minibatches, loss, backward, clipping, fused Adam) with the loss eager against
@@ -28,6 +28,7 @@ on CPU updates the parameters tensor by tensor. Both sides start from the same w
     python bench/bench_update.py --presets mujoco atari --rounds 5
     python bench/bench_update.py --compare precision               # float32 vs bf16 autocast (train.precision)
     python bench/bench_update.py --compare backward --presets cartpole snake   # autograd vs by hand (train.backward)
+    python bench/bench_update.py --device cuda --compare precision # on a GPU
     python bench/bench_update.py --cleanrl                         # atari and mujoco, 3 rounds of 5 s
     python bench/bench_update.py --cleanrl --policies atari --batch 1024 --threads 1
 
@@ -92,12 +93,12 @@ PRESETS = {
 
 
 def preset_trainer(name: str, compile_setting: str, threads: int = 0, precision: str = "float32",
-                   backward: str = "autograd") -> Trainer:
+                   backward: str = "autograd", device: str = "cpu") -> Trainer:
     """A trainer of preset `name` holding one collected rollout, compiled (when asked)
     and warmed up by one update."""
     env, config = PRESETS[name]
     config = dataclasses.replace(config, compile=compile_setting, precision=precision, backward=backward,
-                                 torch_threads=threads, quiet=True, tensorboard=False,
+                                 torch_threads=threads, device=device, quiet=True, tensorboard=False,
                                  run_dir=tempfile.mkdtemp(prefix="bench-update-"))
     trainer = Trainer(env, config)
     trainer.reset_envs()
@@ -111,10 +112,13 @@ def timed_learn(trainer: Trainer, seconds: float) -> tuple[float, float]:
     on the same rollout until `seconds` pass. On a machine shared with other jobs the CPU
     time is the steadier measure of the work (with one torch thread: wall time minus
     the time the process waited for a core)."""
+    synchronize = torch.cuda.synchronize if trainer.device.type == "cuda" else lambda: None
+    synchronize()
     count, start, cpu_start = 0, time.perf_counter(), time.process_time()
     while count == 0 or time.perf_counter() - start < seconds:
         trainer.learn()
         count += 1
+    synchronize()
     return (time.perf_counter() - start) / count * 1e3, (time.process_time() - cpu_start) / count * 1e3
 
 
@@ -124,9 +128,10 @@ COMPARISONS = {"compile": (("eager", "false", "float32", "autograd"), ("compiled
                "backward": (("autograd", "false", "float32", "autograd"), ("by hand", "false", "float32", "auto"))}
 
 
-def compare_updates(names: list[str], comparison: str, rounds: int, seconds: float, threads: int) -> None:
+def compare_updates(names: list[str], comparison: str, rounds: int, seconds: float, threads: int,
+                    device: str) -> None:
     for name in names:
-        trainers = {label: preset_trainer(name, compile_setting, threads, precision, backward)
+        trainers = {label: preset_trainer(name, compile_setting, threads, precision, backward, device)
                     for label, compile_setting, precision, backward in COMPARISONS[comparison]}
         try:
             results = {label: [] for label in trainers}
@@ -138,7 +143,7 @@ def compare_updates(names: list[str], comparison: str, rounds: int, seconds: flo
             (first_label, first_trainer), (second_label, second_trainer) = trainers.items()
             minibatches = first_trainer.losses["loss/minibatches"]
             print(f"{name}: one update ({minibatches:g} minibatches of {first_trainer.config.minibatch_size}), "
-                  f"{torch.get_num_threads()} torch threads, median of {rounds} rounds; load average "
+                  f"{torch.get_num_threads()} torch threads, {device}, median of {rounds} rounds; load average "
                   f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
             compiled = second_trainer.update_step.compile_seconds
             print(f"  {first_label:10s} {first:9.2f} ms, {first_cpu:9.2f} ms CPU ({first_cpu / minibatches:.3f} per "
@@ -229,6 +234,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.0, help="per side and round (default 3, --cleanrl 5)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: see above)")
+    parser.add_argument("--device", default="cpu", help="the trainers' device (cuda: the policy and rollout there)")
     args = parser.parse_args()
     if args.batch < 0 or args.seconds < 0 or args.rounds < 1 or args.threads < 0:
         parser.error("--batch must be >= 0, --seconds >= 0, --rounds >= 1, --threads >= 0")
@@ -237,7 +243,7 @@ def main() -> None:
             torch.set_num_threads(args.threads)
         compare_cleanrl(args.policies, args.batch, args.rounds, args.seconds or 5.0)
     else:
-        compare_updates(args.presets, args.compare, args.rounds, args.seconds or 3.0, args.threads)
+        compare_updates(args.presets, args.compare, args.rounds, args.seconds or 3.0, args.threads, args.device)
 
 
 if __name__ == "__main__":

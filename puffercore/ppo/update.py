@@ -7,10 +7,11 @@ statistics left on the device.
     step.decide(update_seconds, updates_left)        # "auto": compile where the rest of the run repays it
 
 What is compiled is the loss (policy forward, log-probs, entropy, the PPO objective):
-Inductor turns it into generated C++ on CPU (Triton on CUDA; not measured: no GPU was at
-hand) and AOTAutograd its backward into one more graph, where eager launches each small
-op, and each op's backward, one at a time. The optimizer is one fused kernel call
-already (FlatAdam), and compiling the clip and the step measured no faster. Compiling takes seconds to tens of seconds, cached across runs
+Inductor turns it into generated C++ on CPU (Triton on CUDA: 1.27-1.63x per update on
+an H100, docs/design.md section 7) and AOTAutograd its backward into one more graph,
+where eager launches each small op, and each op's backward, one at a time. The
+optimizer is one fused kernel call already (FlatAdam), and compiling the clip and the
+step measured no faster. Compiling takes seconds to tens of seconds, cached across runs
 in Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_USER): "auto"
 compiles only when the eager update, projected over the rest of the run, takes
 `AUTO_COMPILE_SECONDS` or more, and keeps the compiled loss only if its update is
@@ -18,10 +19,10 @@ faster than the eager one (bench/bench_update.py measures both).
 `precision="bfloat16"` runs the loss under autocast (bf16 matmuls and convolutions,
 float32 weights, optimizer and reductions): the update's new log-probabilities then
 carry bf16 rounding against the float32 ones collection recorded. "auto" is bfloat16 on
-CPUs that compute it natively (AMX, AVX512-BF16) and float32 elsewhere (GPUs included:
-not measured there); a small MLP's update is slower in bf16 (CartPole 0.73x), the
-big matmuls and convolutions faster (Snake 1.69x, Atari 1.94x; bench_update.py
---compare precision).
+CPUs that compute it natively (AMX, AVX512-BF16) and float32 elsewhere (on an H100 every
+preset's update ran 0.79-0.88x as fast in bf16: launch-bound there, not matmul-bound);
+a small MLP's update is slower in bf16 (CartPole 0.73x), the big matmuls and
+convolutions faster (Snake 1.69x, Atari 1.94x; bench_update.py --compare precision).
 A platform that cannot compile (no C++ compiler, an op Inductor lacks) prints one line
 and the run goes on eagerly. Compiled kernels are deterministic run to run, but their
 bits differ from eager's (fused and reordered float math): a seeded run reproduces
