@@ -177,12 +177,13 @@ PRESETS = {
     # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q and the
     # value loss is weighted up. UCT rollouts of whole Azul games are slow, so evaluation
     # is sparse and its baseline searches less; the checkpoint (the replay with it) is
-    # large, so it is written every 10 iterations. Self-play stays on one thread: the
-    # small MLP's forward is mostly per-op Python work under the GIL.
+    # large, so it is written every 10 iterations. Self-play stays on one thread (a
+    # second splits the batch more than it overlaps), and on one torch thread: a second
+    # intra-op thread slowed the 64-row forwards and the training steps on two vCPUs.
     # No evaluation cache: chance draws make Azul's positions rarely repeat, so keying every
     # leaf costs more than it saves (bench_alphazero_selfplay.py --game azul: 0.67x alone).
     "azul": dict(channels=128, blocks=2, games_per_iteration=64, parallel_games=64, simulations=50,
-                 self_play_threads=1, evaluation_cache=0,
+                 self_play_threads=1, torch_threads=1, evaluation_cache=0,
                  normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,
                  batch_size=256, learning_rate=1e-3, train_steps=50, value_loss_weight=10.0, iterations=100_000,
                  minutes=60, eval_interval=25, eval_games=24, eval_simulations=50, baseline_simulations=200,
