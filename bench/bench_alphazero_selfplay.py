@@ -1,12 +1,13 @@
 """AlphaZero throughput: positions searched per minute (self-play moves, each with a
-full search) by the trainer's self-play, the game's preset against the self-play
-of earlier versions (every technique off: float32 eager network, no MCTS-solver, no
-evaluation cache) and each
-technique alone, at the same simulations per move. Rows alternate round by round and
-each keeps its best: the first runs of a process pay torch's warm-up and this machine's
-noise is one-sided. Then the training side: gradient steps per second in float32 (the
-earlier trainer) and in the preset's precision (bf16 mixed precision where the CPU has
-it), on the replay the self-play filled.
+full search) by the trainer's self-play, the game's preset against the self-play of
+earlier versions (every technique off: float32 eager network, no MCTS-solver, no
+evaluation cache), each technique alone, and the preset carrying unfinished games
+across iterations (`carry_games`) with four times the slots, at the same simulations
+per move; each measurement times a few iterations after an untimed first. Rows
+alternate round by round and each keeps its best: this machine's noise is one-sided.
+Then the training side: gradient steps per second in float32 (the earlier trainer) and
+in the preset's precision (bf16 mixed precision where the CPU has it), on the replay the
+self-play filled.
 
     python bench/bench_alphazero_selfplay.py [--game connect4|azul] [--games N] [--checkpoint RUN]
 
@@ -35,14 +36,18 @@ ROWS = {
 }
 
 
-def positions_per_minute(config: AlphaZeroConfig, network_state: dict | None) -> float:
+def positions_per_minute(config: AlphaZeroConfig, network_state: dict | None, iterations: int) -> float:
+    """Positions recorded a minute over `iterations` self-play iterations after a first,
+    untimed one (which warms torch up and, with carry_games, fills the slots)."""
     trainer = Trainer(config)
     if network_state is not None:
         trainer.network.load_state_dict(network_state)
-    before = len(trainer.replay)
-    start = time.perf_counter()
     trainer.self_play()
-    return (len(trainer.replay) - before) / (time.perf_counter() - start) * 60
+    before = trainer.counters["positions"]
+    start = time.perf_counter()
+    for _ in range(iterations):
+        trainer.self_play()
+    return (trainer.counters["positions"] - before) / (time.perf_counter() - start) * 60
 
 
 def train_steps_per_second(config: AlphaZeroConfig, replay, steps: int = 20) -> float:
@@ -64,6 +69,7 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=None, help="MCTS simulations per move (default: preset)")
     parser.add_argument("--checkpoint", default=None, help="play with this run's network (default: untrained)")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per row (the best is kept)")
+    parser.add_argument("--iterations", type=int, default=2, help="timed self-play iterations per measurement")
     args = parser.parse_args()
     overrides = {"simulations": args.simulations} if args.simulations else {}
     network_state = None
@@ -76,7 +82,10 @@ def main() -> None:
         overrides.update(games_per_iteration=args.games, parallel_games=min(args.games, config.parallel_games))
     config = AlphaZeroConfig.for_game(args.game, **overrides)
 
-    best = dict.fromkeys(ROWS, 0.0)
+    slots = 4 * config.parallel_games
+    rows = {**ROWS, f"preset, carry_games, {slots} slots": dict(carry_games=True, self_play_threads=1,
+                                                               parallel_games=slots)}
+    best = dict.fromkeys(rows, 0.0)
     filled = Trainer(config)
     filled.self_play()
     training = {"float32 (earlier)": dict(train_precision="float32"), "puffercore preset": {}}
@@ -86,9 +95,9 @@ def main() -> None:
             measured = train_steps_per_second(AlphaZeroConfig.for_game(args.game, **{**overrides, **settings}),
                                               filled.replay)
             steps[name] = max(steps[name], measured)
-        for name, settings in ROWS.items():
+        for name, settings in rows.items():
             measured = positions_per_minute(AlphaZeroConfig.for_game(args.game, **{**overrides, **settings}),
-                                            network_state)
+                                            network_state, args.iterations)
             best[name] = max(best[name], measured)
 
     print(f"{args.game} self-play, {config.simulations} simulations per move, {config.channels}x{config.blocks} "
@@ -96,10 +105,10 @@ def main() -> None:
           f"{config.games_per_iteration} games, {config.self_play_threads} self-play threads, best of {args.repeats}")
     baseline = best["earlier (all four off)"]
     for name, value in best.items():
-        print(f"  {name:30s} {value:10.0f} positions/min   {value / baseline:5.2f}x")
+        print(f"  {name:36s} {value:10.0f} positions/min   {value / baseline:5.2f}x")
     print(f"{args.game} training, batch {config.batch_size}, {config.torch_threads} torch threads")
     for name, value in steps.items():
-        print(f"  {name:30s} {value:10.1f} steps/s         {value / steps['float32 (earlier)']:5.2f}x")
+        print(f"  {name:36s} {value:10.1f} steps/s         {value / steps['float32 (earlier)']:5.2f}x")
 
 
 if __name__ == "__main__":

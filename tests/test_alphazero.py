@@ -1,5 +1,6 @@
 """AlphaZero training (puffercore.alphazero.trainer, network, cli) on TicTacToe and Azul."""
 
+import itertools
 import json
 import os
 import shutil
@@ -159,8 +160,8 @@ def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order(
     seed = derive_seed(sequential.seeds["self_play"], 0)
     game_seeds = [derive_seed(sequential.seeds["games"], number) for number in range(7)]
     evaluate = make_evaluator(sequential.network.eval())
-    games = [game for k in range(2) for game in play_games(sequential.game, sequential.config, range(k, 7, 2), game_seeds,
-                                                            2, derive_seed(seed, k), evaluate)]
+    games = [game for k in range(2) for game in play_games(sequential.game, sequential.config, range(k, 7, 2),
+                                                            game_seeds.__getitem__, 2, derive_seed(seed, k), evaluate)[0]]
     assert sorted(number for number, _, _, _ in games) == list(range(7))
     for number, history, returns, moves in sorted(games, key=lambda game: game[0]):
         sequential.replay.add_game(history, returns, moves)
@@ -168,6 +169,32 @@ def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order(
     assert count == len(sequential.replay) == threaded.counters["positions"]
     for name in ("observations", "legal_masks", "policies", "values"):
         np.testing.assert_array_equal(getattr(threaded.replay, name)[:count], getattr(sequential.replay, name)[:count])
+
+
+def test_carried_games_keep_the_slots_full_and_finish_later():
+    """With carry_games every slot plays until the iteration's quota has ended; the games
+    still under way go on in the next iteration, and no game is lost or played twice."""
+    trainer = Trainer(tiny_config(carry_games=True, self_play_threads=1, games_per_iteration=3, parallel_games=8))
+    config, evaluate = trainer.config, make_evaluator(trainer.network.eval())
+    seed_of = lambda number: derive_seed(trainer.seeds["games"], number)  # noqa: E731
+    finished, under_way = play_games(trainer.game, config, itertools.count(0), seed_of, 8, 0, evaluate, quota=3)
+    started = len(finished) + len(under_way)
+    assert len(finished) >= 3 and len(under_way) == 8  # every slot still holds a game
+    assert sorted([number for number, *_ in finished] + [playing.number for playing in under_way]) == \
+        list(range(started))
+    moves_then = {playing.number: playing.moves for playing in under_way}
+    finished_next, _ = play_games(trainer.game, config, itertools.count(started), seed_of, 8, 1, evaluate, under_way,
+                                  quota=20)
+    for number, history, _, moves in finished_next:
+        if number in moves_then:  # carried: it went on where it stopped, its history kept
+            assert moves > moves_then[number] and [position[-1] for position in history] == list(range(moves))
+    assert moves_then.keys() <= {number for number, *_ in finished_next}  # 20 finished: the carried first
+
+    trainer.self_play()
+    trainer.self_play()
+    assert len(trainer.under_way) == 8
+    assert trainer.counters["games_started"] == trainer.counters["games"] + len(trainer.under_way)
+    assert len(trainer.replay) == trainer.counters["positions"]
 
 
 def test_max_moves_caps_every_game():
@@ -225,12 +252,13 @@ def test_named_seeds_differ():
     assert seeding.named_seeds(0, SEED_NAMES) == seeds and seeding.named_seeds(1, SEED_NAMES) != seeds
 
 
-def test_resume_continues_exactly(tmp_path):
-    uninterrupted = Trainer(tiny_config())
+@pytest.mark.parametrize("overrides", [{}, dict(carry_games=True, self_play_threads=1, parallel_games=8)], ids=["", "carry_games"])
+def test_resume_continues_exactly(tmp_path, overrides):
+    uninterrupted = Trainer(tiny_config(**overrides))
     for _ in range(3):
         uninterrupted.iterate()
 
-    interrupted = Trainer(tiny_config(), str(tmp_path))
+    interrupted = Trainer(tiny_config(**overrides), str(tmp_path))
     for _ in range(2):
         interrupted.iterate()
     interrupted.save()
@@ -248,7 +276,7 @@ def test_resume_continues_exactly(tmp_path):
     (dict(batch_size=1), "batch_size"), (dict(eval_games=3), "eval_games"), (dict(optimizer="rmsprop"), "optimizer"),
     (dict(simulations=0), "simulations"), (dict(num_players=3), "num_players"), (dict(seed=-1), "seed"),
     (dict(minutes=-1.0), "minutes"), (dict(inference_precision="fp16"), "inference_precision"),
-    (dict(evaluation_cache=-1), "evaluation_cache"),
+    (dict(evaluation_cache=-1), "evaluation_cache"), (dict(carry_games=True, self_play_threads=2), "self_play_threads"),
 ])
 def test_bad_config_is_rejected(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -497,7 +525,8 @@ def test_self_play_records_the_moves_played_before_each_position():
     the first, one less than the game's moves for the last (every move searched fully)."""
     trainer = Trainer(tiny_config(games_per_iteration=3, parallel_games=3))
     game_seeds = [derive_seed(trainer.seeds["games"], number) for number in range(3)]
-    games = play_games(trainer.game, trainer.config, range(3), game_seeds, 3, 0, make_evaluator(trainer.network.eval()))
+    games, _ = play_games(trainer.game, trainer.config, range(3), game_seeds.__getitem__, 3, 0,
+                          make_evaluator(trainer.network.eval()))
     for _, history, _, moves in games:
         assert [position[-1] for position in history] == list(range(moves))
 

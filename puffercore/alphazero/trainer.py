@@ -35,7 +35,7 @@ from puffercore.alphazero.config import GAMES, AlphaZeroConfig
 from puffercore.alphazero.evaluation import GAME_OPPONENTS, AlphaZeroAgent, play_against
 from puffercore.alphazero.network import build_network
 from puffercore.alphazero.replay import ReplayBuffer
-from puffercore.alphazero.self_play import play_iteration
+from puffercore.alphazero.self_play import GameInPlay, games_state_dict, load_games, play_iteration
 from puffercore.distributed import Group
 from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.inference import resolve_precision
@@ -78,7 +78,11 @@ class Trainer:
         self.replay = ReplayBuffer(config.replay_capacity, self.game.observation_shape, self.game.num_actions,
                                    config.num_players)
         self.replay_rng = np.random.default_rng(self.rank_seeds["replay"])
-        self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0, "seconds": 0.0}
+        # games_started: this rank's, numbering its games (the seed of each); with carry_games
+        # the games under way at an iteration's end are saved with the checkpoint.
+        self.counters = {"iteration": 0, "games": 0, "games_started": 0, "positions": 0, "train_steps": 0,
+                         "seconds": 0.0}
+        self.under_way: list[GameInPlay] = []
         self.run_dir = run_dir  # None: `train` makes runs/alphazero-GAME-SEED-TIME
         self.interrupted: signal.Signals | None = None  # the signal that stopped the run early (Ctrl-C: SIGINT)
         self.saved_iteration: int | None = None  # the iteration of the last checkpoint written or resumed from
@@ -89,21 +93,32 @@ class Trainer:
 
     # self-play ------------------------------------------------------------------------
 
+    def game_seed(self, number: int) -> int:
+        """The seed of this rank's self-play game `number`."""
+        return derive_seed(self.rank_seeds["games"], number)
+
+    def new_game(self, number: int):
+        return self.game.new_state(seed=self.game_seed(number), num_players=self.config.num_players)
+
     def self_play(self) -> dict[str, float]:
         """Play one iteration's games (`self_play.play_iteration`) and add their positions
         to the replay buffer, in game order."""
         config = self.config
         search_seed = derive_seed(self.rank_seeds["self_play"], self.counters["iteration"])
-        game_seeds = [derive_seed(self.rank_seeds["games"], self.counters["games"] + number)
-                      for number in range(config.games_per_iteration)]
-        played = play_iteration(self.game, config, self.network, search_seed, game_seeds)
+        carried = self.under_way
+        first_number = self.counters["games_started"] if config.carry_games else self.counters["games"]
+        played, self.under_way = play_iteration(self.game, config, self.network, search_seed, self.game_seed,
+                                                first_number, carried)
+        self.counters["games_started"] += len(played) + len(self.under_way) - len(carried)
         for history, result, moves in played:
             self.replay.add_game(history, result, moves, config.search_value_weight, config.value_discount)
         recorded = sum(len(history) for history, _, _ in played)
         # Counters count every rank's games and recorded positions (the same on every rank).
-        self.counters["games"] += config.games_per_iteration * self.group.world_size
-        self.counters["positions"] += int(self.group.sum(torch.tensor([float(recorded)], dtype=torch.float64))[0])
-        return {"self_play/game_length": float(np.mean([moves for _, _, moves in played])),
+        finished = self.group.sum(torch.tensor([float(len(played)), float(recorded)], dtype=torch.float64))
+        self.counters["games"] += int(finished[0])
+        self.counters["positions"] += int(finished[1])
+        return {"self_play/games": float(len(played)),
+                "self_play/game_length": float(np.mean([moves for _, _, moves in played])),
                 "self_play/recorded_positions": float(recorded),
                 "self_play/first_seat_return": float(np.mean([result[0] for _, result, _ in played]))}
 
@@ -182,7 +197,7 @@ class Trainer:
         self.counters["iteration"] += 1
         # Rank 0's clock, on every rank: a minutes budget must end every rank together.
         self.counters["seconds"] = self.group.from_main(self.counters["seconds"] + time.perf_counter() - start)
-        scalars.update({"self_play/games_per_minute": self.config.games_per_iteration / self_play_seconds * 60,
+        scalars.update({"self_play/games_per_minute": scalars["self_play/games"] / self_play_seconds * 60,
                         "replay/size": float(len(self.replay)),
                         "time/minutes": self.counters["seconds"] / 60})
         if self.group.is_main and self.config.eval_interval and self.counters["iteration"] % self.config.eval_interval == 0:
@@ -194,7 +209,7 @@ class Trainer:
         return {"alphazero_config": dataclasses.asdict(self.config), "network": self.network.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "replay": self.replay.state_dict(),
                 "replay_rng": self.replay_rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
-                "counters": dict(self.counters)}
+                "counters": dict(self.counters), "under_way": games_state_dict(self.under_way)}
 
     def load_state_dict(self, state: dict) -> None:
         self.network.load_state_dict(state["network"])
@@ -202,7 +217,8 @@ class Trainer:
         self.replay.load_state_dict(state["replay"])
         self.replay_rng.bit_generator.state = state["replay_rng"]
         torch.set_rng_state(state["torch_rng"])
-        self.counters = dict(state["counters"])
+        self.counters = {"games_started": state["counters"]["games"], **state["counters"]}
+        self.under_way = load_games(state.get("under_way", []), self.new_game)
         self.saved_iteration = self.counters["iteration"]
 
     def save(self) -> None:
