@@ -37,17 +37,22 @@ ROWS = {
 
 
 def positions_per_minute(config: AlphaZeroConfig, network_state: dict | None, iterations: int) -> float:
-    """Positions recorded a minute over `iterations` self-play iterations after a first,
-    untimed one (which warms torch up and, with carry_games, fills the slots)."""
+    """Moves searched a minute over `iterations` self-play iterations after a first,
+    untimed one (which warms torch up and, with carry_games, fills the slots): the moves
+    of the games that finished, less those they had when carried in, plus those of the
+    games still under way."""
     trainer = Trainer(config)
     if network_state is not None:
         trainer.network.load_state_dict(network_state)
     trainer.self_play()
-    before = trainer.counters["positions"]
+    searched = -sum(playing.moves for playing in trainer.under_way)
     start = time.perf_counter()
     for _ in range(iterations):
-        trainer.self_play()
-    return (trainer.counters["positions"] - before) / (time.perf_counter() - start) * 60
+        stats = trainer.self_play()
+        searched += stats["self_play/games"] * stats["self_play/game_length"]
+    seconds = time.perf_counter() - start
+    searched += sum(playing.moves for playing in trainer.under_way)
+    return searched / seconds * 60
 
 
 def train_steps_per_second(config: AlphaZeroConfig, replay, steps: int = 20) -> float:
