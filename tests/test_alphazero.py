@@ -158,10 +158,9 @@ def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order(
     threaded.self_play()
     sequential = Trainer(tiny_config(**settings))
     seed = derive_seed(sequential.seeds["self_play"], 0)
-    game_seeds = [derive_seed(sequential.seeds["games"], number) for number in range(7)]
     evaluate = make_evaluator(sequential.network.eval())
     games = [game for k in range(2) for game in play_games(sequential.game, sequential.config, range(k, 7, 2),
-                                                            game_seeds.__getitem__, 2, derive_seed(seed, k), evaluate)[0]]
+                                                            sequential.new_game, 2, derive_seed(seed, k), evaluate)[0]]
     assert sorted(number for number, _, _, _ in games) == list(range(7))
     for number, history, returns, moves in sorted(games, key=lambda game: game[0]):
         sequential.replay.add_game(history, returns, moves)
@@ -176,14 +175,14 @@ def test_carried_games_keep_the_slots_full_and_finish_later():
     still under way go on in the next iteration, and no game is lost or played twice."""
     trainer = Trainer(tiny_config(carry_games=True, self_play_threads=1, games_per_iteration=3, parallel_games=8))
     config, evaluate = trainer.config, make_evaluator(trainer.network.eval())
-    seed_of = lambda number: derive_seed(trainer.seeds["games"], number)  # noqa: E731
-    finished, under_way = play_games(trainer.game, config, itertools.count(0), seed_of, 8, 0, evaluate, quota=3)
+    finished, under_way = play_games(trainer.game, config, itertools.count(0), trainer.new_game, 8, 0, evaluate,
+                                     quota=3)
     started = len(finished) + len(under_way)
     assert len(finished) >= 3 and len(under_way) == 8  # every slot still holds a game
     assert sorted([number for number, *_ in finished] + [playing.number for playing in under_way]) == \
         list(range(started))
     moves_then = {playing.number: playing.moves for playing in under_way}
-    finished_next, _ = play_games(trainer.game, config, itertools.count(started), seed_of, 8, 1, evaluate, under_way,
+    finished_next, _ = play_games(trainer.game, config, itertools.count(started), trainer.new_game, 8, 1, evaluate, under_way,
                                   quota=20)
     for number, history, _, moves in finished_next:
         if number in moves_then:  # carried: it went on where it stopped, its history kept
@@ -524,8 +523,7 @@ def test_self_play_records_the_moves_played_before_each_position():
     """The last field of a recorded position counts the game's moves before it: 0 for
     the first, one less than the game's moves for the last (every move searched fully)."""
     trainer = Trainer(tiny_config(games_per_iteration=3, parallel_games=3))
-    game_seeds = [derive_seed(trainer.seeds["games"], number) for number in range(3)]
-    games, _ = play_games(trainer.game, trainer.config, range(3), game_seeds.__getitem__, 3, 0,
+    games, _ = play_games(trainer.game, trainer.config, range(3), trainer.new_game, 3, 0,
                           make_evaluator(trainer.network.eval()))
     for _, history, _, moves in games:
         assert [position[-1] for position in history] == list(range(moves))

@@ -10,7 +10,7 @@ With `carry_games` the games unfinished at an iteration's end go on in the next 
 every forward is a full batch (the trainer keeps them, and saves them with its
 checkpoint as their actions so far).
 
-    played, under_way = play_iteration(game, config, network, search_seed, game_seed, first_number, carried)
+    played, under_way = play_iteration(game, config, network, search_seed, new_game, first_number, carried)
     for history, result, moves in played:
         replay.add_game(history, result, moves, config.search_value_weight, config.value_discount)
 """
@@ -46,10 +46,10 @@ class GameInPlay:
         return len(self.actions)
 
 
-def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, search_seed: int, game_seed,
+def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, search_seed: int, new_game,
                    first_number: int, carried: list[GameInPlay] = ()) -> tuple[list[tuple], list[GameInPlay]]:
     """Play one iteration's games: `config.games_per_iteration` of them finish. Game
-    number n starts from the seed `game_seed(n)`; the new games are numbered from
+    number n starts from `new_game(n)`, its first position; the new games are numbered from
     `first_number` on. Returns (history, result, moves played) per finished game in game
     order (result: the final returns as the search values them, `game_utility` with the
     config's lead_returns and outcome_weight), a history holding (observation, legal mask,
@@ -73,7 +73,7 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
     evaluate = make_evaluator(network, config.inference_precision, config.inference_trace)
     if config.carry_games:
         cached = CachedEvaluator(evaluate, config.evaluation_cache) if config.evaluation_cache else evaluate
-        finished, under_way = play_games(game, config, itertools.count(first_number), game_seed, config.parallel_games,
+        finished, under_way = play_games(game, config, itertools.count(first_number), new_game, config.parallel_games,
                                          search_seed, cached, carried, quota=games)
         return [played_game[1:] for played_game in sorted(finished, key=lambda played: played[0])], under_way
     threads = min(config.self_play_threads, games)
@@ -88,7 +88,7 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
         # A cache per thread: which thread evaluates a position first must not change results.
         cached = CachedEvaluator(evaluate, config.evaluation_cache) if config.evaluation_cache else evaluate
         slots_used = min(slots, len(shares[k]))
-        return play_games(game, config, shares[k], game_seed, slots_used, derive_seed(search_seed, k), cached,
+        return play_games(game, config, shares[k], new_game, slots_used, derive_seed(search_seed, k), cached,
                           quota=len(shares[k]))[0]
 
     if threads == 1:
@@ -100,11 +100,11 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
     return [played_game[1:] for played_game in played], []
 
 
-def play_games(game, config: AlphaZeroConfig, numbers: Iterable[int], game_seed, slots: int, search_seed: int,
+def play_games(game, config: AlphaZeroConfig, numbers: Iterable[int], new_game, slots: int, search_seed: int,
                evaluate, carried: list[GameInPlay] = (), quota: int | None = None) -> tuple[list[tuple], list[GameInPlay]]:
     """Play games in `slots` slots of one batched search: the `carried` games first (each
-    from a fresh tree), then the games `numbers` yields (game n from the seed
-    `game_seed(n)`) as slots free, until `quota` games have finished (default: until
+    from a fresh tree), then the games `numbers` yields (game n from
+    `new_game(n)`) as slots free, until `quota` games have finished (default: until
     `numbers` runs out and every game has ended). Returns (number, history, result, moves
     played) per finished game, in the order they end, and the games still under way.
     A game stops at its end or after max_moves moves (scored by its returns so far)."""
@@ -123,8 +123,7 @@ def play_games(game, config: AlphaZeroConfig, numbers: Iterable[int], game_seed,
             in_slot[slot] = waiting.pop()
             return
         number = next(numbers, None)
-        in_slot[slot] = None if number is None else \
-            GameInPlay(number, game.new_state(seed=game_seed(number), num_players=config.num_players))
+        in_slot[slot] = None if number is None else GameInPlay(number, new_game(number))
 
     for slot in range(slots):
         start_game(slot)

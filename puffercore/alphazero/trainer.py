@@ -93,12 +93,10 @@ class Trainer:
 
     # self-play ------------------------------------------------------------------------
 
-    def game_seed(self, number: int) -> int:
-        """The seed of this rank's self-play game `number`."""
-        return derive_seed(self.rank_seeds["games"], number)
-
     def new_game(self, number: int):
-        return self.game.new_state(seed=self.game_seed(number), num_players=self.config.num_players)
+        """The first position of this rank's self-play game `number` (its seed named by it)."""
+        return self.game.new_state(seed=derive_seed(self.rank_seeds["games"], number),
+                                   num_players=self.config.num_players)
 
     def self_play(self) -> dict[str, float]:
         """Play one iteration's games (`self_play.play_iteration`) and add their positions
@@ -107,7 +105,7 @@ class Trainer:
         search_seed = derive_seed(self.rank_seeds["self_play"], self.counters["iteration"])
         carried = self.under_way
         first_number = self.counters["games_started"] if config.carry_games else self.counters["games"]
-        played, self.under_way = play_iteration(self.game, config, self.network, search_seed, self.game_seed,
+        played, self.under_way = play_iteration(self.game, config, self.network, search_seed, self.new_game,
                                                 first_number, carried)
         self.counters["games_started"] += len(played) + len(self.under_way) - len(carried)
         for history, result, moves in played:
