@@ -387,6 +387,8 @@ def test_bad_inputs_raise_clear_errors():
         (returning(lambda n: np.full((n, 7), np.nan), lambda n: np.zeros((n, 2))), "priors must be finite"),
         (returning(lambda n: -np.ones((n, 7)), lambda n: np.zeros((n, 2))), "priors must be >= 0"),
         (returning(lambda n: np.ones((n, 7)), lambda n: np.full((n, 2), np.inf)), "values must be finite"),
+        (returning(lambda n: np.where(np.arange(7) == 3, -0.5, 1.0)[None].repeat(n, 0), lambda n: np.zeros((n, 2))),
+         r"priors must be >= 0, got priors\[0, 3\] = -0.5"),
     ]:
         with pytest.raises(ValueError, match=message):
             BatchedMCTS(game, 1, num_simulations=4).search([state], evaluator)

@@ -33,21 +33,24 @@ int32_t mcts_count_legal(const uint8_t* legal_mask, int32_t num_actions) {
 }
 
 /* Children for the legal actions at nodes[at..]; priors renormalised over the legal
- * actions (uniform when priors is NULL or puts no mass on them). Returns the count. */
+ * actions (uniform when priors is NULL or puts no mass on them). Returns the count.
+ * Branch-free over the mask (an illegal action adds 0 to the mass, and its entry in
+ * the list of legal actions is overwritten by the next): legal masks are irregular, and
+ * mispredicted branches were most of this function's time. */
 int32_t mcts_add_children(MctsNode* nodes, int32_t at, const uint8_t* legal_mask, int32_t num_actions,
-                          const float* priors) {
+                          const float* priors, int16_t* legal /* [num_actions] scratch */) {
     double legal_mass = 0.0;
     int32_t count = 0;
     for (int32_t a = 0; a < num_actions; a++) {
-        if (!legal_mask[a]) continue;
-        legal_mass += priors ? priors[a] : 0.0;
-        count++;
+        int is_legal = legal_mask[a] != 0;
+        legal_mass += priors ? (double)priors[a] * is_legal : 0.0;
+        legal[count] = (int16_t)a;
+        count += is_legal;
     }
     int uniform = !(legal_mass > 0.0);
-    int32_t k = 0;
-    for (int32_t a = 0; a < num_actions; a++) {
-        if (!legal_mask[a]) continue;
-        MctsNode* child = &nodes[at + k++];
+    for (int32_t k = 0; k < count; k++) {
+        int32_t a = legal[k];
+        MctsNode* child = &nodes[at + k];
         *child = empty_root();
         child->action = (int16_t)a;
         child->prior = uniform ? 1.0f / (float)count : (float)(priors[a] / legal_mass);
@@ -169,7 +172,8 @@ int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig 
     m->compact = malloc((size_t)config.max_nodes * sizeof(MctsNode));
     m->legal = malloc((size_t)game->num_actions);
     m->counts = malloc((size_t)game->num_actions * sizeof(int32_t));
-    if (!m->trees || !m->compact || !m->legal || !m->counts) return -1;
+    m->actions = malloc((size_t)game->num_actions * sizeof(int16_t));
+    if (!m->trees || !m->compact || !m->legal || !m->counts || !m->actions) return -1;
     for (int32_t i = 0; i < batch_size; i++) {
         MctsTree* t = &m->trees[i];
         t->nodes = malloc((size_t)config.max_nodes * sizeof(MctsNode));
@@ -208,6 +212,7 @@ void mcts_destroy(Mcts* m) {
     free(m->compact);
     free(m->legal);
     free(m->counts);
+    free(m->actions);
     memset(m, 0, sizeof(*m));
 }
 
@@ -323,16 +328,20 @@ static int32_t select_child(const Mcts* m, const MctsTree* t, int32_t node_index
         scale = 1.0f / (t->value_high - t->value_low);
         if (node->visits > 0) unvisited = node->value_sum[player] / (float)node->visits;
     }
+    float unvisited_q = (unvisited - low) * scale;
     int32_t best = -1;
     float best_score = -INFINITY;
     for (int32_t k = 0; k < node->num_children; k++) {
         const MctsNode* child = &children[k];
         if (available && !available[child->action]) continue;
         if (skip_lost && mcts_proven_lost(child, player)) continue; /* known: nothing to learn there */
-        float q = child->visits > 0 ? child->value_sum[player] / (float)child->visits : unvisited;
-        q = (q - low) * scale;
         float prior = root_priors ? root_priors[k] : child->prior;
-        float score = q + exploration * prior / (1.0f + (float)child->visits);
+        /* Most children are unvisited: their score needs no division (x / 1 is x). */
+        float score = unvisited_q + exploration * prior;
+        if (child->visits > 0) {
+            float q = (child->value_sum[player] / (float)child->visits - low) * scale;
+            score = q + exploration * prior / (1.0f + (float)child->visits);
+        }
         if (best < 0 || score > best_score) {
             best_score = score;
             best = k;
@@ -427,7 +436,7 @@ void mcts_expand_leaves(Mcts* m, int32_t n, const uint8_t* legal_masks, const in
             leaf->first_child = t->num_nodes;
             leaf->num_children = (int16_t)mcts_add_children(
                 t->nodes, t->num_nodes, legal_masks + (size_t)row * (size_t)game->num_actions, game->num_actions,
-                priors + (size_t)row * (size_t)game->num_actions);
+                priors + (size_t)row * (size_t)game->num_actions, m->actions);
             t->num_nodes += leaf->num_children;
         }
         int32_t num_players = game->num_players(t->leaf_state);

@@ -117,6 +117,7 @@ typedef struct Mcts {
     MctsNode* compact; /* [max_nodes] scratch for mcts_advance */
     uint8_t* legal;    /* [num_actions] scratch for mcts_advance */
     int32_t* counts;   /* [num_actions] scratch for mcts_choose_action */
+    int16_t* actions;  /* [num_actions] scratch for mcts_add_children */
 } Mcts;
 
 /* Returns 0, or -1 when memory runs out (m is then left empty and safe to destroy). */
@@ -203,7 +204,7 @@ void mcts_utility(const float* returns, int32_t num_players, int32_t lead_return
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source);
 const uint8_t* mcts_available(const PcGameSpec* game, const void* state, uint8_t* scratch, int* sample_ended);
 int32_t mcts_add_children(MctsNode* nodes, int32_t at, const uint8_t* legal_mask, int32_t num_actions,
-                          const float* priors);
+                          const float* priors, int16_t* scratch /* [num_actions] */);
 void mcts_backup(MctsNode* nodes, const int32_t* path, int32_t path_length, const float* values,
                  int32_t num_players);
 int32_t mcts_count_legal(const uint8_t* legal_mask, int32_t num_actions);

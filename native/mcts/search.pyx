@@ -6,6 +6,7 @@ trusts them.
 """
 
 from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.math cimport isfinite
 from libc.string cimport memcpy
 
 import numpy as np
@@ -38,6 +39,7 @@ cdef extern from "mcts.h" nogil:
         int32_t searching
     ctypedef struct Mcts:
         MctsTree* trees
+        uint8_t* legal
     int mcts_create(Mcts* m, const PcGameSpec* game, int32_t batch_size, MctsConfig config, const uint64_t* seeds)
     void mcts_destroy(Mcts* m)
     void mcts_set_root(Mcts* m, int32_t i, const void* state, int32_t simulations, int32_t noise)
@@ -59,6 +61,25 @@ cdef extern from "mcts.h" nogil:
                       float* out)
     int32_t uct_search(const PcGameSpec* game, const void* state, int32_t simulations, float uct_c,
                        uint64_t seed, int32_t* visits_out)
+
+
+cdef Py_ssize_t _first_bad(const float* values, Py_ssize_t count, bint nonnegative) noexcept nogil:
+    """The index of the first value that is not finite (or, with `nonnegative`, below 0),
+    or -1: one pass in C where numpy's isfinite and < 0 made two arrays a round."""
+    cdef Py_ssize_t k
+    for k in range(count):
+        if not isfinite(values[k]) or (nonnegative and values[k] < 0.0):
+            return k
+    return -1
+
+
+def _reject(name, array, index):
+    """The error for an evaluator output whose flat element `index` `_first_bad` found."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    row, column = divmod(int(index), array.shape[1])
+    value = array[row, column]
+    requirement = "be finite" if not np.isfinite(value) else "be >= 0"
+    raise ValueError(f"evaluator {name} must {requirement}, got {name}[{row}, {column}] = {value}")
 
 
 def _check_float(value, name, low, low_inclusive=True, high=None):
@@ -218,7 +239,15 @@ cdef class BatchedMCTS:
     def _check_index(self, i):
         if self._busy:
             raise RuntimeError("BatchedMCTS is in the middle of search(); the evaluator must not use it")
+        if type(i) is int and 0 <= i < self.batch_size:  # the common case, without check_int's calls
+            return i
         return check_int(i, "i", 0, self.batch_size - 1)
+
+    cdef int32_t _root_players(self, int32_t i):
+        """Players at game i's root, read in place (0 without a tree); i already checked."""
+        if not mcts_has_tree(&self.m, i):
+            return 0
+        return self.game.spec.num_players(self.m.trees[i].root_state)
 
     def search(self, states, evaluator, simulations=None, noise=None):
         """Search every game; `states[i]` None skips game i. Returns float32 [B, A]
@@ -272,6 +301,7 @@ cdef class BatchedMCTS:
         cdef int32_t[::1] rows_game = self._rows_game
         cdef float[:, ::1] priors_view, values_view
         cdef int32_t rows, failed = -1
+        cdef Py_ssize_t bad
         while not mcts_search_done(&self.m):
             with nogil:
                 rows = mcts_select_leaves(&self.m, &observations[0, 0], &masks[0, 0], &rows_game[0], &failed)
@@ -282,15 +312,19 @@ cdef class BatchedMCTS:
             if rows == 0:
                 continue
             priors, values = evaluator(self._observations[:rows], self._masks[:rows])
-            priors = self._check_output(priors, "priors", (rows, self.game.num_actions))
-            values = self._check_output(values, "values", (rows, None))
-            if values.shape[1] < value_width:
+            priors_view = self._check_output(priors, "priors", (rows, self.game.num_actions))
+            values_view = self._check_output(values, "values", (rows, None))
+            if values_view.shape[1] < value_width:
                 raise ValueError(f"evaluator values must have >= {value_width} columns (one per player), "
-                                 f"got shape {values.shape}")
-            if (priors < 0).any():
-                raise ValueError("evaluator priors must be >= 0")
-            priors_view = priors
-            values_view = values
+                                 f"got shape {(values_view.shape[0], values_view.shape[1])}")
+            with nogil:
+                bad = _first_bad(&priors_view[0, 0], rows * priors_view.shape[1], 1)
+            if bad >= 0:
+                _reject("priors", priors, bad)
+            with nogil:
+                bad = _first_bad(&values_view[0, 0], rows * values_view.shape[1], 0)
+            if bad >= 0:
+                _reject("values", values, bad)
             with nogil:
                 mcts_expand_leaves(&self.m, rows, &masks[0, 0], &rows_game[0], &priors_view[0, 0],
                                    &values_view[0, 0], <int32_t>values_view.shape[1])
@@ -313,10 +347,11 @@ cdef class BatchedMCTS:
     def root_value(self, i):
         """float32 [num_players]: game i's root value by seat, the mean of what its last
         search backed up (the exact result once the solver proved it), or None without a tree."""
-        root = self.root_state(i)
-        if root is None:
+        i = self._check_index(i)
+        players = self._root_players(i)
+        if players == 0:
             return None
-        values = np.zeros(root.num_players, dtype=np.float32)
+        values = np.zeros(players, dtype=np.float32)
         cdef float[::1] view = values
         mcts_root_value(&self.m, i, &view[0])
         return values
@@ -324,10 +359,11 @@ cdef class BatchedMCTS:
     def proven_value(self, i):
         """float32 [num_players]: game i's exact result by seat when the solver proved its
         root (1 a win, -1 a loss), else None."""
-        root = self.root_state(i)
-        if root is None:
+        i = self._check_index(i)
+        players = self._root_players(i)
+        if players == 0:
             return None
-        values = np.zeros(root.num_players, dtype=np.float32)
+        values = np.zeros(players, dtype=np.float32)
         cdef float[::1] view = values
         return values if mcts_root_proven(&self.m, i, &view[0]) else None
 
@@ -342,12 +378,12 @@ cdef class BatchedMCTS:
 
     @staticmethod
     def _check_output(array, name, shape):
+        """The evaluator's output as a C-contiguous float32 array of `shape` (None: any
+        width); its values are checked by `_first_bad`."""
         array = np.ascontiguousarray(array, dtype=np.float32)
         if array.ndim != 2 or array.shape[0] != shape[0] or (shape[1] is not None and array.shape[1] != shape[1]):
             expected = f"[{shape[0]}, {shape[1] if shape[1] is not None else 'num_players'}]"
             raise ValueError(f"evaluator {name} must have shape {expected}, got {array.shape}")
-        if not np.isfinite(array).all():
-            raise ValueError(f"evaluator {name} must be finite")
         return array
 
     def choose_action(self, i, temperature=1.0):
@@ -365,10 +401,14 @@ cdef class BatchedMCTS:
         """Game i played `action`: its subtree becomes the root, the rest is freed."""
         i = self._check_index(i)
         action = check_int(action, "action", 0, self.game.num_actions - 1)
-        root = self.root_state(i)
-        if root is None:
+        if not mcts_has_tree(&self.m, i):
             raise ValueError(f"game {i} has no tree to advance; search() or reset(i, state) first")
-        if root.is_terminal() or not root.legal_mask()[action]:
+        cdef const uint8_t* root = self.m.trees[i].root_state  # checked in place, not copied
+        cdef bint legal = not self.game.spec.is_terminal(root)
+        if legal:
+            self.game.spec.legal_mask(root, self.m.legal)  # the search's scratch mask
+            legal = self.m.legal[action] != 0
+        if not legal:
             raise ValueError(f"action {action} is not legal at game {i}'s root")
         mcts_advance(&self.m, i, action)
 

@@ -47,10 +47,10 @@ static void random_rollout(const PcGameSpec* game, void* state, uint8_t* mask, P
 
 /* The search proper, on buffers uct_search allocated: nodes[1 + simulations * num_actions]
  * (each simulation expands at most one node, so the pool cannot overflow), path[max_moves
- * + 2], state, mask[num_actions]. */
+ * + 2], state, mask[num_actions], actions[num_actions]. */
 static int32_t uct_run(const PcGameSpec* game, const void* root_state, int32_t simulations, float uct_c,
                        uint64_t seed, int32_t* visits_out, MctsNode* nodes, int32_t* path, uint8_t* state,
-                       uint8_t* mask) {
+                       uint8_t* mask, int16_t* actions) {
     PcRng rng;
     pc_rng_seed(&rng, seed, 0);
     memset(&nodes[0], 0, sizeof(MctsNode));
@@ -75,7 +75,7 @@ static int32_t uct_run(const PcGameSpec* game, const void* root_state, int32_t s
         if (!game->is_terminal(state) && nodes[node].first_child == MCTS_NO_CHILDREN) {
             game->legal_mask(state, mask);
             nodes[node].first_child = num_nodes;
-            nodes[node].num_children = (int16_t)mcts_add_children(nodes, num_nodes, mask, game->num_actions, NULL);
+            nodes[node].num_children = (int16_t)mcts_add_children(nodes, num_nodes, mask, game->num_actions, NULL, actions);
             num_nodes += nodes[node].num_children;
             node = uct_select_child(nodes, node, game->current_player(state), uct_c, NULL, &rng);
             game->apply(state, nodes[node].action);
@@ -102,12 +102,14 @@ int32_t uct_search(const PcGameSpec* game, const void* root_state, int32_t simul
     int32_t* path = malloc(((size_t)game->max_moves + 2) * sizeof(int32_t));
     uint8_t* state = malloc(game->state_size);
     uint8_t* mask = malloc((size_t)game->num_actions);
+    int16_t* actions = malloc((size_t)game->num_actions * sizeof(int16_t));
     int32_t action = -1;
-    if (nodes && path && state && mask)
-        action = uct_run(game, root_state, simulations, uct_c, seed, visits_out, nodes, path, state, mask);
+    if (nodes && path && state && mask && actions)
+        action = uct_run(game, root_state, simulations, uct_c, seed, visits_out, nodes, path, state, mask, actions);
     free(nodes);
     free(path);
     free(state);
     free(mask);
+    free(actions);
     return action;
 }
