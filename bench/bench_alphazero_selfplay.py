@@ -2,14 +2,16 @@
 full search) by the trainer's self-play, the game's preset against the self-play of
 earlier versions (every technique off: float32 eager network, no MCTS-solver, no
 evaluation cache), each technique alone, and the preset carrying unfinished games
-across iterations (`carry_games`) with four times the slots, at the same simulations
-per move; each measurement times a few iterations after an untimed first. Rows
-alternate round by round and each keeps its best: this machine's noise is one-sided.
+across iterations (`carry_games`) with more slots (four times its parallel games, or
+`--carry-slots N ...`), each in float32 and bf16, all at the same simulations per move.
+Each measurement times a few iterations after an untimed first. Rows alternate round
+by round and each keeps its best: this machine's noise is one-sided.
 Then the training side: gradient steps per second in float32 (the earlier trainer) and
 in the preset's precision (bf16 mixed precision where the CPU has it), on the replay the
 self-play filled.
 
     python bench/bench_alphazero_selfplay.py [--game connect4|azul] [--games N] [--checkpoint RUN]
+                                             [--carry-slots 256 1024]
 
 An untrained network by default; `--checkpoint` plays with a trained one (its games are
 shorter and more decisive, which the solver feeds on).
@@ -75,6 +77,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", default=None, help="play with this run's network (default: untrained)")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per row (the best is kept)")
     parser.add_argument("--iterations", type=int, default=2, help="timed self-play iterations per measurement")
+    parser.add_argument("--carry-slots", type=int, nargs="+", default=None,
+                        help="slot counts of the carry_games rows, each in float32 and bf16 (default: 4x the "
+                             "preset's parallel games)")
     args = parser.parse_args()
     overrides = {"simulations": args.simulations} if args.simulations else {}
     network_state = None
@@ -87,9 +92,11 @@ def main() -> None:
         overrides.update(games_per_iteration=args.games, parallel_games=min(args.games, config.parallel_games))
     config = AlphaZeroConfig.for_game(args.game, **overrides)
 
-    slots = 4 * config.parallel_games
-    rows = {**ROWS, f"preset, carry_games, {slots} slots": dict(carry_games=True, self_play_threads=1,
-                                                               parallel_games=slots)}
+    rows = dict(ROWS)
+    for slots in args.carry_slots or [4 * config.parallel_games]:
+        for precision in ("float32", "bfloat16"):
+            rows[f"carry_games, {slots} slots, {precision}"] = dict(
+                carry_games=True, self_play_threads=1, parallel_games=slots, inference_precision=precision)
     best = dict.fromkeys(rows, 0.0)
     filled = Trainer(config)
     filled.self_play()

@@ -141,7 +141,8 @@ class InferenceCopy:
     def _prepare(self, tensor: torch.Tensor) -> torch.Tensor:
         if not tensor.is_floating_point():
             return tensor
-        tensor = tensor.to(self.dtype)
+        if tensor.dtype != self.dtype:  # skipped, not a no-op call: small batches pay per call
+            tensor = tensor.to(self.dtype)
         return tensor.contiguous(memory_format=torch.channels_last) if self.channels_last and tensor.dim() == 4 else tensor
 
     def __call__(self, *inputs: torch.Tensor):
@@ -152,9 +153,13 @@ class InferenceCopy:
                     self.compiled = self._compile(inputs)
         outputs = self.compiled(*inputs)
         if isinstance(outputs, torch.Tensor):
-            return outputs.float()
-        floats = [output.float() if isinstance(output, torch.Tensor) else output for output in outputs]  # None too
+            return _float(outputs)
+        floats = [_float(output) if isinstance(output, torch.Tensor) else output for output in outputs]  # None too
         return type(outputs)(*floats) if hasattr(outputs, "_fields") else tuple(floats)  # named tuples too
+
+
+def _float(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor if tensor.dtype == torch.float32 else tensor.float()
 
 
 def _tensors(outputs) -> list:

@@ -15,7 +15,7 @@ import torch
 from puffercore import checkpoint, seeding
 from puffercore.__main__ import main
 from puffercore.alphazero.agents import GreedyAzulAgent, RandomAgent
-from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet, build_network, mask_logits
+from puffercore.alphazero.network import ILLEGAL_LOGIT, PolicyValueNet, build_network
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.evaluation import AlphaZeroAgent, play_against
 from puffercore.alphazero.network import CachedEvaluator, make_evaluator
@@ -232,18 +232,20 @@ def test_network_masks_illegal_actions_and_bounds_values():
         PolicyValueNet((2, 3, 3), num_actions=9, num_players=0)
 
 
-def test_mask_logits_is_masked_fill_in_value_and_gradient():
-    generator = torch.Generator().manual_seed(0)
-    masks = torch.rand(16, 40, generator=generator) < 0.4
-    for dtype in (torch.float32, torch.bfloat16):
-        logits = (torch.randn(16, 40, generator=generator) * 50).to(dtype).requires_grad_()
-        ours = mask_logits(logits, masks)
-        (ours.float().log_softmax(1) * torch.arange(40)).sum().backward()
-        ours_gradient, logits.grad = logits.grad, None
-        theirs = logits.masked_fill(~masks, ILLEGAL_LOGIT)
-        (theirs.float().log_softmax(1) * torch.arange(40)).sum().backward()
-        assert ours.dtype == dtype and torch.equal(ours, theirs)
-        assert torch.equal(ours_gradient, logits.grad) and (ours_gradient[~masks] == 0).all()
+def test_the_evaluator_gives_the_networks_softmax_priors_and_values():
+    network = PolicyValueNet((10,), num_actions=9, num_players=3, channels=8, blocks=1).eval()
+    generator = torch.Generator().manual_seed(1)
+    observations = torch.randn(6, 10, generator=generator)
+    masks = torch.rand(6, 9, generator=generator) < 0.5
+    masks[:, 0] = True
+    with torch.no_grad():
+        logits, values = network(observations, masks)
+    for trace in (False, True):
+        priors, evaluated = make_evaluator(network, "float32", trace)(observations.numpy(), masks.numpy())
+        assert priors.dtype == evaluated.dtype == np.float32 and (priors[~masks.numpy()] == 0).all()
+        np.testing.assert_allclose(priors, torch.softmax(logits, 1).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(priors.sum(1), 1.0, rtol=1e-5)
+        np.testing.assert_allclose(evaluated, values.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_same_seed_same_run():

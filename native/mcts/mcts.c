@@ -219,6 +219,7 @@ void mcts_destroy(Mcts* m) {
 static void plant_root(MctsTree* t) {
     t->nodes[0] = empty_root();
     t->num_nodes = 1;
+    t->consistent = 1;
     t->value_low = INFINITY;
     t->value_high = -INFINITY;
 }
@@ -271,9 +272,17 @@ static int children_match_legal(const Mcts* m, const void* state, const MctsNode
     return 1;
 }
 
+/* Apply `action` to `state`; 1 if that drew a chance outcome (the state's RNG moved). */
+static int chance_drawn(const PcGameSpec* game, uint8_t* state, int32_t action) {
+    PcRng before;
+    if (game->rng_offset >= 0) memcpy(&before, state + game->rng_offset, sizeof(PcRng));
+    game->apply(state, action);
+    return game->rng_offset >= 0 && memcmp(&before, state + game->rng_offset, sizeof(PcRng)) != 0;
+}
+
 /* The child of the root that `action` leads to becomes the root; its subtree is copied
- * breadth-first to the front of the pool (sibling blocks stay contiguous), the rest is
- * freed. A subtree that would not leave room for a full next search (root expansion
+ * breadth-first to the front of a fresh pool (sibling blocks stay contiguous), the rest
+ * is freed. A subtree that would not leave room for a full next search (root expansion
  * plus simulations, each adding at most num_actions nodes) is dropped, so reuse never
  * exhausts a pool that fits one search from scratch; so is one whose root children do
  * not fit the real draws. */
@@ -283,7 +292,7 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
     int32_t kept = MCTS_NO_CHILDREN;
     for (int32_t k = 0; k < root->num_children; k++)
         if (t->nodes[root->first_child + k].action == action) kept = root->first_child + k;
-    m->game->apply(t->root_state, action);
+    int drew = chance_drawn(m->game, t->root_state, action);
     t->searching = 0;
     if (kept == MCTS_NO_CHILDREN) {
         plant_root(t);
@@ -304,8 +313,12 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
         plant_root(t);
         return;
     }
-    memcpy(t->nodes, out, (size_t)count * sizeof(MctsNode));
+    /* The compacted pool becomes the tree's and the old one the scratch: every pool has
+     * max_nodes, and swapping saves copying the subtree back. */
+    m->compact = t->nodes;
+    t->nodes = out;
     t->num_nodes = count;
+    if (drew) t->consistent = 0;
 }
 
 /* ---- one simulation -------------------------------------------------------------------- */
@@ -379,14 +392,23 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         }
         memcpy(t->leaf_state, t->root_state, game->state_size);
         mcts_resample_chance(game, t->leaf_state, &t->rng);
+        /* A chance game's sample needs its own legal mask at a node only once a draw has
+         * happened on the way there (its RNG moved) or the tree is not `consistent`:
+         * before, its position is the one every sample reached there. */
+        const uint8_t* rng_now = game->rng_offset >= 0 ? t->leaf_state + game->rng_offset : NULL;
+        PcRng sampled;
+        if (rng_now) memcpy(&sampled, rng_now, sizeof(PcRng));
         int32_t node = 0, sample_ended = 0;
         t->path[0] = 0;
         t->movers[0] = (int8_t)game->current_player(t->leaf_state);
         t->path_length = 1;
         uint8_t* mask = legal_masks + (size_t)rows * (size_t)game->num_actions;
         while (t->nodes[node].first_child != MCTS_NO_CHILDREN && !(solve && t->nodes[node].proven)) {
-            const uint8_t* available = mcts_available(game, t->leaf_state, mask, &sample_ended);
-            if (sample_ended) break;
+            const uint8_t* available = NULL;
+            if (rng_now && (!t->consistent || memcmp(rng_now, &sampled, sizeof(PcRng)) != 0)) {
+                available = mcts_available(game, t->leaf_state, mask, &sample_ended);
+                if (sample_ended) break;
+            }
             int32_t mover = t->movers[t->path_length - 1];
             int32_t child = node == 0 && m->config.gumbel ? mcts_gumbel_select(m, t, mover)
                                                           : select_child(m, t, node, mover, available, solve);

@@ -98,6 +98,11 @@ typedef struct MctsTree {
     int32_t root_priors_pending; /* root_priors are drawn at the first simulation of a search */
     int32_t root_noise;          /* this search mixes Dirichlet noise into them */
     float value_low, value_high; /* bounds of the mean values seen (normalize_values) */
+    /* Chance games: 1 while every node's stored children are exactly its legal moves along
+     * any path without a chance event (a fresh tree; an advance keeps that unless the real
+     * move drew), so selection needs a sample's legal mask only after a draw; 0 after a
+     * subtree was kept across a real draw, until the tree is replanted. */
+    int32_t consistent;
     /* Gumbel root (config.gumbel): per root child, its Gumbel draw and its visits when
      * this search began; the target visits of each simulation (sequential halving). */
     float* gumbel;
@@ -114,7 +119,7 @@ typedef struct Mcts {
     MctsConfig config;
     int32_t batch_size;
     MctsTree* trees;
-    MctsNode* compact; /* [max_nodes] scratch for mcts_advance */
+    MctsNode* compact; /* [max_nodes] the spare pool mcts_advance compacts into, then swaps with the tree's */
     uint8_t* legal;    /* [num_actions] scratch for mcts_advance */
     int32_t* counts;   /* [num_actions] scratch for mcts_choose_action */
     int16_t* actions;  /* [num_actions] scratch for mcts_add_children */

@@ -74,30 +74,34 @@ class PolicyValueNet(nn.Module):
 
     def forward(self, observations: torch.Tensor, legal_masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.tower(self.stem(observations))
-        return mask_logits(self.policy_head(features), legal_masks), self.value_head(features)
+        logits = self.policy_head(features).masked_fill(~legal_masks, ILLEGAL_LOGIT)
+        return logits, self.value_head(features)
 
 
-def mask_logits(logits: torch.Tensor, legal_masks: torch.Tensor) -> torch.Tensor:
-    """`logits` where `legal_masks` holds, ILLEGAL_LOGIT elsewhere: the same tensor, value
-    and gradient, as `logits.masked_fill(~legal_masks, ILLEGAL_LOGIT)`, in a multiply and
-    an add (x * 1 + -0.0 is x, x * 0 + ILLEGAL_LOGIT is ILLEGAL_LOGIT) because torch's
-    boolean masked_fill and where kernels do not vectorize: for Azul's 300 actions they
-    took a fifth of the self-play forward (bench/bench_alphazero_selfplay.py)."""
-    keep = legal_masks.to(logits.dtype)
-    return logits * keep + (1.0 - keep) * ILLEGAL_LOGIT
+class PriorsAndValues(nn.Module):
+    """A network's evaluation as the search takes it: priors (the softmax of the masked
+    logits, in float32) and values, in one graph with the forward."""
+
+    def __init__(self, network: PolicyValueNet):
+        super().__init__()
+        self.network = network
+
+    def forward(self, observations: torch.Tensor, legal_masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, values = self.network(observations, legal_masks)
+        return torch.softmax(logits.float(), dim=1), values.float()
 
 
 def make_evaluator(network: PolicyValueNet, precision: str = "float32", trace: bool = True):
     """The BatchedMCTS evaluator of a network: priors (softmax over legal actions) and
     values for a batch of leaves, one forward pass, no gradients, on an inference copy
     of the network's current weights (`puffercore.inference`: batch norms folded, in
-    `precision`, traced unless `trace` is false)."""
-    model = InferenceCopy(network, precision, trace)
+    `precision`, traced unless `trace` is false), the softmax traced with it."""
+    model = InferenceCopy(PriorsAndValues(network), precision, trace)
 
-    @torch.inference_mode()
     def evaluate(observations: np.ndarray, legal_masks: np.ndarray):
-        logits, values = model(torch.from_numpy(observations), torch.from_numpy(legal_masks))
-        return torch.softmax(logits, dim=1).numpy(), values.numpy()
+        with torch.inference_mode():
+            priors, values = model(torch.from_numpy(observations), torch.from_numpy(legal_masks))
+        return priors.numpy(), values.numpy()
 
     return evaluate
 
