@@ -91,11 +91,17 @@ void mcts_utility(const float* returns, int32_t num_players, int32_t lead_return
     }
 }
 
+/* The state's chance RNG, or NULL in a game without chance. */
+static PcRng* chance_rng(const PcGameSpec* game, void* state) {
+    return game->rng_offset < 0 ? NULL : (PcRng*)((char*)state + game->rng_offset);
+}
+
 /* Chance games: replace the state's RNG with a fresh sample from `source`. */
 void mcts_resample_chance(const PcGameSpec* game, void* state, PcRng* source) {
-    if (game->rng_offset < 0) return;
+    PcRng* rng = chance_rng(game, state);
+    if (!rng) return;
     uint64_t seed = ((uint64_t)pc_rng_next(source) << 32) | pc_rng_next(source);
-    pc_rng_seed((PcRng*)((char*)state + game->rng_offset), seed, pc_rng_next(source));
+    pc_rng_seed(rng, seed, pc_rng_next(source));
 }
 
 /* The mask selection must respect at an expanded node: NULL in deterministic games (all
@@ -273,11 +279,11 @@ static int children_match_legal(const Mcts* m, const void* state, const MctsNode
 }
 
 /* Apply `action` to `state`; 1 if that drew a chance outcome (the state's RNG moved). */
-static int chance_drawn(const PcGameSpec* game, uint8_t* state, int32_t action) {
-    PcRng before;
-    if (game->rng_offset >= 0) memcpy(&before, state + game->rng_offset, sizeof(PcRng));
+static int apply_noting_draw(const PcGameSpec* game, void* state, int32_t action) {
+    const PcRng* rng = chance_rng(game, state);
+    PcRng before = rng ? *rng : (PcRng){0, 0};
     game->apply(state, action);
-    return game->rng_offset >= 0 && memcmp(&before, state + game->rng_offset, sizeof(PcRng)) != 0;
+    return rng && memcmp(&before, rng, sizeof(PcRng)) != 0;
 }
 
 /* The child of the root that `action` leads to becomes the root; its subtree is copied
@@ -292,7 +298,7 @@ void mcts_advance(Mcts* m, int32_t i, int32_t action) {
     int32_t kept = MCTS_NO_CHILDREN;
     for (int32_t k = 0; k < root->num_children; k++)
         if (t->nodes[root->first_child + k].action == action) kept = root->first_child + k;
-    int drew = chance_drawn(m->game, t->root_state, action);
+    int drew = apply_noting_draw(m->game, t->root_state, action);
     t->searching = 0;
     if (kept == MCTS_NO_CHILDREN) {
         plant_root(t);
@@ -395,9 +401,8 @@ int32_t mcts_select_leaves(Mcts* m, float* observations, uint8_t* legal_masks, i
         /* A chance game's sample needs its own legal mask at a node only once a draw has
          * happened on the way there (its RNG moved) or the tree is not `consistent`:
          * before, its position is the one every sample reached there. */
-        const uint8_t* rng_now = game->rng_offset >= 0 ? t->leaf_state + game->rng_offset : NULL;
-        PcRng sampled;
-        if (rng_now) memcpy(&sampled, rng_now, sizeof(PcRng));
+        const PcRng* rng_now = chance_rng(game, t->leaf_state);
+        PcRng sampled = rng_now ? *rng_now : (PcRng){0, 0};
         int32_t node = 0, sample_ended = 0;
         t->path[0] = 0;
         t->movers[0] = (int8_t)game->current_player(t->leaf_state);

@@ -73,13 +73,23 @@ cdef Py_ssize_t _first_bad(const float* values, Py_ssize_t count, bint nonnegati
     return -1
 
 
-def _reject(name, array, index):
-    """The error for an evaluator output whose flat element `index` `_first_bad` found."""
+cdef float[:, ::1] _checked_output(array, str name, Py_ssize_t rows, Py_ssize_t width, bint nonnegative):
+    """An evaluator output as C-contiguous float32 [rows, width] (width -1: any), every
+    value finite (and >= 0 with `nonnegative`), or a ValueError naming the first bad one."""
     array = np.ascontiguousarray(array, dtype=np.float32)
-    row, column = divmod(int(index), array.shape[1])
-    value = array[row, column]
-    requirement = "be finite" if not np.isfinite(value) else "be >= 0"
-    raise ValueError(f"evaluator {name} must {requirement}, got {name}[{row}, {column}] = {value}")
+    if array.ndim != 2 or array.shape[0] != rows or (width >= 0 and array.shape[1] != width):
+        expected = f"[{rows}, {width if width >= 0 else 'num_players'}]"
+        raise ValueError(f"evaluator {name} must have shape {expected}, got {array.shape}")
+    cdef float[:, ::1] view = array
+    cdef Py_ssize_t bad
+    with nogil:
+        bad = _first_bad(&view[0, 0], view.shape[0] * view.shape[1], nonnegative)
+    if bad >= 0:
+        row, column = divmod(bad, view.shape[1])
+        value = view[row, column]
+        requirement = "be finite" if not np.isfinite(value) else "be >= 0"
+        raise ValueError(f"evaluator {name} must {requirement}, got {name}[{row}, {column}] = {value}")
+    return view
 
 
 def _check_float(value, name, low, low_inclusive=True, high=None):
@@ -301,7 +311,6 @@ cdef class BatchedMCTS:
         cdef int32_t[::1] rows_game = self._rows_game
         cdef float[:, ::1] priors_view, values_view
         cdef int32_t rows, failed = -1
-        cdef Py_ssize_t bad
         while not mcts_search_done(&self.m):
             with nogil:
                 rows = mcts_select_leaves(&self.m, &observations[0, 0], &masks[0, 0], &rows_game[0], &failed)
@@ -312,19 +321,11 @@ cdef class BatchedMCTS:
             if rows == 0:
                 continue
             priors, values = evaluator(self._observations[:rows], self._masks[:rows])
-            priors_view = self._check_output(priors, "priors", (rows, self.game.num_actions))
-            values_view = self._check_output(values, "values", (rows, None))
+            priors_view = _checked_output(priors, "priors", rows, self.game.num_actions, True)
+            values_view = _checked_output(values, "values", rows, -1, False)
             if values_view.shape[1] < value_width:
                 raise ValueError(f"evaluator values must have >= {value_width} columns (one per player), "
                                  f"got shape {(values_view.shape[0], values_view.shape[1])}")
-            with nogil:
-                bad = _first_bad(&priors_view[0, 0], rows * priors_view.shape[1], 1)
-            if bad >= 0:
-                _reject("priors", priors, bad)
-            with nogil:
-                bad = _first_bad(&values_view[0, 0], rows * values_view.shape[1], 0)
-            if bad >= 0:
-                _reject("values", values, bad)
             with nogil:
                 mcts_expand_leaves(&self.m, rows, &masks[0, 0], &rows_game[0], &priors_view[0, 0],
                                    &values_view[0, 0], <int32_t>values_view.shape[1])
@@ -375,16 +376,6 @@ cdef class BatchedMCTS:
         if mcts_has_tree(&self.m, i):
             mcts_visit_counts(&self.m, i, &view[0])
         return counts
-
-    @staticmethod
-    def _check_output(array, name, shape):
-        """The evaluator's output as a C-contiguous float32 array of `shape` (None: any
-        width); its values are checked by `_first_bad`."""
-        array = np.ascontiguousarray(array, dtype=np.float32)
-        if array.ndim != 2 or array.shape[0] != shape[0] or (shape[1] is not None and array.shape[1] != shape[1]):
-            expected = f"[{shape[0]}, {shape[1] if shape[1] is not None else 'num_players'}]"
-            raise ValueError(f"evaluator {name} must have shape {expected}, got {array.shape}")
-        return array
 
     def choose_action(self, i, temperature=1.0):
         """An action for game i from its last search: sampled from visits^(1/temperature),
