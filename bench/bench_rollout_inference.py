@@ -10,11 +10,13 @@ machine may be shared).
   (AlphaZero's evaluator): a frozen copy, bf16 weights where the CPU computes bf16.
 - compiled: the policy's forward under torch.compile (sampling eager: it takes the
   trainer's torch.Generator).
+- native: `puffercore.ppo.native_mlp` (what collection runs where it covers the policy:
+  the MLP presets), forward and sampling in C.
 
     python bench/bench_rollout_inference.py                    # cartpole snake mujoco atari
     python bench/bench_rollout_inference.py --presets atari --rounds 5
 
-Batches: CartPole's preset steps 256 envs at once, Snake's 2048 rows (512 envs x 4
+Batches: CartPole's preset steps 128 envs at once, Snake's 2048 rows (512 envs x 4
 snakes), MuJoCo's one env, Atari's 8. One torch thread, as collection runs beside env
 workers on the 2-core machine (`ppo.parts.free_cores`).
 """
@@ -32,10 +34,11 @@ import torch
 
 from puffercore.inference import InferenceCopy, native_bf16
 from puffercore.ppo.default_policy import DefaultPolicy
+from puffercore.ppo.native_mlp import NativeMLPPolicy
 
 # name: (observation space, action space, policy keywords, rows per batch)
 POLICIES = {
-    "cartpole": (gymnasium.spaces.Box(-5, 5, (4,), np.float32), gymnasium.spaces.Discrete(2), dict(hidden_size=32), 256),
+    "cartpole": (gymnasium.spaces.Box(-5, 5, (4,), np.float32), gymnasium.spaces.Discrete(2), dict(hidden_size=32), 128),
     "snake": (gymnasium.spaces.Box(0, 4, (121,), np.uint8), gymnasium.spaces.Discrete(4), dict(hidden_size=128), 2048),
     "mujoco": (gymnasium.spaces.Box(-10, 10, (17,), np.float32), gymnasium.spaces.Box(-1, 1, (6,), np.float32), {}, 1),
     "atari": (gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8), gymnasium.spaces.Discrete(4),
@@ -60,6 +63,9 @@ def ways(policy: DefaultPolicy):
               "compiled": sampled(compiled, torch.no_grad)}
     if native_bf16():
         result["copy bfloat16"] = sampled(InferenceCopy(policy, "bfloat16"), torch.inference_mode)
+    native = NativeMLPPolicy.for_policy(policy)
+    if native is not None:
+        result["native"] = lambda observations, generator: native.act(observations.numpy(), generator)
     return result
 
 

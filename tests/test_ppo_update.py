@@ -223,8 +223,9 @@ def test_bfloat16_updates_run_the_policy_in_bf16_keep_float32_weights_and_reprod
     monkeypatch.setattr(DefaultPolicy, "forward", recording_forward)
     results = []
     for name in ("first", "second"):
-        trainer = ppo.train(small_config(compile="false", precision="bfloat16", run_dir=str(tmp_path / name)),
-                            "cartpole")
+        # collection through the policy's torch forward (the native one is float32 only)
+        trainer = ppo.train(small_config(compile="false", precision="bfloat16", inference="torch",
+                                         run_dir=str(tmp_path / name)), "cartpole")
         assert np.isfinite(trainer.losses["loss/loss"])
         assert all(parameter.dtype == torch.float32 for parameter in trainer.policy.parameters())
         results.append([parameter.detach().clone() for parameter in trainer.policy.parameters()])

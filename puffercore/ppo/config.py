@@ -78,10 +78,14 @@ class PPOConfig:
     compile: str = _option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
                            "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update)",
                            ("auto", "true", "false"))
-    backward: str = _option("auto", "train", "the update's gradients: auto (written out by hand for the default MLP "
-                            "policy with separate actor and critic and one Discrete action, in float32 without "
-                            "--compile true: the same loss in a tenth of the ops; puffercore.ppo.mlp_gradients) or "
+    backward: str = _option("auto", "train", "the update's gradients: auto (written out by hand, in C, for the default "
+                            "MLP policy with separate actor and critic and one Discrete or Box action, in float32 "
+                            "without --compile true: puffercore.ppo.mlp_gradients) or "
                             "autograd (always torch autograd)", ("auto", "autograd"))
+    inference: str = _option("auto", "train", "collection's policy forward and action sampling: auto (in C for the "
+                             "default MLP policy with separate actor and critic, one Discrete or Box action, float32 on "
+                             "the CPU: puffercore.ppo.native_mlp) or torch (always the policy's torch forward)",
+                             ("auto", "torch"))
     precision: str = _option("float32", "train", "the update's forward and backward: float32, bfloat16 (autocast: "
                              "matmuls and convolutions in bf16, the loss and the weights in float32), or auto (bfloat16 "
                              "where the CPU computes it natively, else float32); collection stays float32",

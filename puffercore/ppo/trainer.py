@@ -29,6 +29,7 @@ from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.mlp_gradients import MLPGradients
+from puffercore.ppo.native_mlp import NativeMLPPolicy
 from puffercore.ppo.parts import (free_cores, make_optimizer, make_policy, make_vector, policy_record, resolve_policy,
                                   transformed)
 from puffercore.ppo.policy import restart_ended
@@ -77,6 +78,8 @@ class Trainer:
         self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
                                       self.group, config.compile, config.precision,
                                       MLPGradients.for_policy(self.policy, self.optimizer, config, self.group))
+        # Collection's forward and sampling in C where the policy allows (puffercore.ppo.native_mlp)
+        self.native_policy = NativeMLPPolicy.for_policy(self.policy) if config.inference == "auto" else None
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 
@@ -172,10 +175,15 @@ class Trainer:
                     final_state = tuple(part[at] for part in state_before_reset)
                 slots.store_final_values(truncated, self._values(self.policy.output(final_obs, final_state).value))
 
-        obs = torch.as_tensor(obs, device=device)
-        out = self.policy.output(obs, state)
-        actions, log_prob = self.policy.sample(out, self.action_rng)
-        slots.store_step({"obs": obs, "value": self._values(out.value), "mask": torch.as_tensor(masks, device=device)},
+        if self.native_policy is not None:
+            actions, log_prob, value = self.native_policy.act(obs, self.action_rng)
+            obs = torch.as_tensor(obs)
+        else:
+            obs = torch.as_tensor(obs, device=device)
+            out = self.policy.output(obs, state)
+            actions, log_prob = self.policy.sample(out, self.action_rng)
+            value = out.value
+        slots.store_step({"obs": obs, "value": self._values(value), "mask": torch.as_tensor(masks, device=device)},
                          {"action": actions, "log_prob": log_prob}, state)
         if state is not None:
             for part, new in zip(self.state, out.state):

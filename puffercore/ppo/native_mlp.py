@@ -1,0 +1,138 @@
+"""The default MLP policy's actor and critic run in C (`puffercore._mlp`, native/cpu/mlp.c):
+collection's forward and sampling in one call, and the update's forward and backward.
+
+    native = NativeMLPPolicy.for_policy(policy)   # None: not a policy this covers
+    actions, log_prob, value = native.act(observations, generator)   # collection
+    params, value = native.forward(x)             # [head outputs, rows], [rows] (numpy)
+    native.backward(d_params, d_value)            # into the gradients of set_gradients
+
+A small MLP's forward in eager torch is a dozen module calls of a few microseconds each
+around matmuls that take less: for the CartPole preset's 32-wide actor and critic on a
+batch of 128 rows, forward and sampling took 46 us in C against 153 in torch
+(bench/bench_rollout_inference.py; docs/design.md, "Where a PPO update's time goes"). The
+parameters are read in place (numpy views of the torch parameters, renewed when a
+parameter's storage moves), so every optimizer step is seen without a copy.
+
+What it covers: `DefaultPolicy` with separate MLP actor and critic (tanh or ReLU, hidden
+layers up to MAX_WIDTH wide) on flat observations, one Discrete action without an action
+mask or a 1-D Box action (the Gaussian with the policy's state-independent log std),
+float32 parameters on the CPU. Discrete actions are drawn by the inverse of the
+cumulative probabilities from one uniform a row (torch.rand on the trainer's generator),
+where torch's multinomial draws differently: the same distribution, another sequence.
+Box actions take torch.randn's normals as torch's path does, so they match it to
+rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from puffercore._mlp import MLP
+from puffercore.ppo.default_policy import DefaultPolicy
+
+ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
+# Wider layers are matmul-bound, where MKL's kernels beat these: Snake's 128-wide policy
+# at 2048 rows ran forward and sampling 0.53x as fast in C as eager torch
+# (bench/bench_rollout_inference.py, 2026-11-27).
+MAX_WIDTH = 64
+
+
+class NativeMLPPolicy:
+    """A DefaultPolicy's actor and critic as two `puffercore._mlp.MLP`s; see the module docstring."""
+
+    def __init__(self, policy: DefaultPolicy):
+        self.policy = policy
+        self.actor_layers = linear_layers(policy.encoder) + [policy.actor]
+        self.critic_layers = linear_layers(policy.critic_encoder) + [policy.critic]
+        activation = ACTIVATIONS[type(policy.encoder[1])]
+        self.parameters = [p for layer in self.actor_layers + self.critic_layers for p in (layer.weight, layer.bias)]
+        self.pointers = None
+        self.actor = MLP(_views(self.actor_layers), activation)
+        self.critic = MLP(_views(self.critic_layers), activation)
+        self._renew_views()
+        head = policy.head
+        self.start = None if head.is_continuous else int(head.space.start)
+
+    @classmethod
+    def for_policy(cls, policy) -> "NativeMLPPolicy | None":
+        """The native actor and critic of `policy`, or None where they do not apply (see
+        the module docstring)."""
+        if not isinstance(policy, DefaultPolicy) or policy.image_shape is not None or policy.lstm is not None \
+                or policy.critic_encoder is None or policy.decode_leaves or policy.mask_leaf is not None:
+            return None
+        if not isinstance(policy.head.space, (spaces.Discrete, spaces.Box)):
+            return None
+        if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in policy.parameters()):
+            return None
+        if not _plain_mlp(policy.encoder) or not _plain_mlp(policy.critic_encoder) \
+                or type(policy.encoder[1]) is not type(policy.critic_encoder[1]):
+            return None
+        layers = linear_layers(policy.encoder) + linear_layers(policy.critic_encoder)
+        if max(layer.out_features for layer in layers) > MAX_WIDTH:
+            return None
+        return cls(policy)
+
+    def set_gradients(self, gradient_of: dict[int, torch.Tensor]) -> None:
+        """Where `backward` writes: `gradient_of` maps id(parameter) to its gradient
+        tensor (an optimizer's flat-buffer views)."""
+        for mlp, layers in ((self.actor, self.actor_layers), (self.critic, self.critic_layers)):
+            mlp.set_gradients([(gradient_of[id(layer.weight)].numpy(), gradient_of[id(layer.bias)].numpy())
+                               for layer in layers])
+
+    def forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """x: float32 [rows, inputs] -> the head's outputs [outputs, rows] and the values [rows]."""
+        self._renew_views()
+        return self.actor.forward(x), self.critic.forward(x)[0]
+
+    def backward(self, d_params: np.ndarray, d_value: np.ndarray) -> None:
+        """From d loss / d the last forward's head outputs [outputs, rows] and values [rows]."""
+        self.actor.backward(d_params)
+        self.critic.backward(d_value.reshape(1, -1))
+
+    def act(self, observations: np.ndarray, generator: torch.Generator):
+        """Actions (the env's values, as `ActionHead.sample` gives them), their
+        log-probabilities and the values of the observations' rows, as torch tensors."""
+        rows = observations.shape[0]
+        x = np.ascontiguousarray(observations.reshape(rows, -1), dtype=np.float32)
+        _, value = self.forward(x)
+        if self.start is None:
+            normals = torch.randn((rows, self.actor.outputs), generator=generator).numpy()
+            actions, log_prob = self.actor.sample_gaussian(self.policy.log_std.detach().numpy(), normals)
+            return torch.from_numpy(actions), torch.from_numpy(log_prob), torch.from_numpy(value)
+        uniforms = torch.rand(rows, generator=generator).numpy()
+        indices, log_prob = self.actor.sample_categorical(uniforms)
+        if self.start:
+            indices += self.start
+        return torch.from_numpy(indices), torch.from_numpy(log_prob), torch.from_numpy(value)
+
+    def _renew_views(self) -> None:
+        """Numpy views of the parameters' current storage (an optimizer that gathers the
+        parameters into one flat buffer moves them)."""
+        pointers = [parameter.data_ptr() for parameter in self.parameters]
+        if pointers != self.pointers:
+            if not all(parameter.is_contiguous() for parameter in self.parameters):
+                raise ValueError("the policy's parameters must stay contiguous for the native MLP")
+            self.actor.set_parameters(_views(self.actor_layers))
+            self.critic.set_parameters(_views(self.critic_layers))
+            self.pointers = pointers
+
+
+def linear_layers(mlp: nn.Sequential) -> list[nn.Linear]:
+    return [module for module in mlp if isinstance(module, nn.Linear)]
+
+
+def _views(layers: list[nn.Linear]) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(layer.weight.detach().numpy(), layer.bias.detach().numpy()) for layer in layers]
+
+
+def _plain_mlp(mlp: nn.Module) -> bool:
+    """Linear, activation, Linear, activation, ... with one activation kind."""
+    modules = list(mlp) if isinstance(mlp, nn.Sequential) else []
+    if not modules or len(modules) % 2:
+        return False
+    linears, activations = modules[0::2], modules[1::2]
+    return all(type(module) is nn.Linear for module in linears) and \
+        all(type(module) in ACTIVATIONS for module in activations) and len({type(module) for module in activations}) == 1
