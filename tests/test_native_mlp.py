@@ -188,3 +188,10 @@ def test_misuse_raises_clear_errors():
         mlp.sample_categorical(np.zeros(3, np.float32))
     with pytest.raises(ValueError, match="keep its shape"):
         mlp.set_parameters([(np.zeros((3, 5), np.float32), bias)])
+    unmade = MLP.__new__(MLP, [], "tanh")  # __init__ skipped
+    with pytest.raises(RuntimeError, match="no layers"):
+        unmade.forward(np.zeros((2, 4), np.float32))
+    with pytest.raises(RuntimeError, match="no layers"):
+        unmade.set_gradients([])
+    with pytest.raises(RuntimeError, match="needs a forward first"):
+        unmade.sample_categorical(np.zeros(1, np.float32))

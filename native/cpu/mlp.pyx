@@ -70,6 +70,7 @@ cdef class MLP:
         self.d_bias = <float**>calloc(count, sizeof(float*))
         if not (self.widths and self.weight and self.bias and self.hidden and self.d_weight and self.d_bias):
             raise MemoryError()
+        self.rows = -1  # no forward yet
 
     def __dealloc__(self):
         free(self.widths)
@@ -88,7 +89,6 @@ cdef class MLP:
         self.layers = len(layers)
         self.parameters = None
         self.gradients = None
-        self.rows = -1
         self.stride = 0
         self.set_parameters(layers)
 
@@ -116,9 +116,15 @@ cdef class MLP:
             self.bias[index] = address(bias)
         self.parameters = checked
 
+    cdef int _check_made(self) except -1:
+        if self.parameters is None:  # made by __new__ without __init__
+            raise RuntimeError("this MLP has no layers: make it with MLP(layers, activation)")
+        return 0
+
     def set_gradients(self, list gradients):
         """The arrays `backward` writes: a (weight, bias) pair per layer, of the layers'
         shapes."""
+        self._check_made()
         if len(gradients) != self.layers:
             raise ValueError(f"gradients must hold {self.layers} (weight, bias) pairs, got {len(gradients)}")
         checked = []
@@ -160,6 +166,7 @@ cdef class MLP:
 
     def forward(self, const float[:, ::1] x):
         """x: [rows, inputs] -> the last layer's outputs, [outputs, rows] (a new array)."""
+        self._check_made()
         cdef int rows = x.shape[0], layer, r, j, stride, outputs = self.outputs
         if x.shape[1] != self.inputs:
             raise ValueError(f"x must have {self.inputs} columns (the first layer's inputs), got {x.shape[1]}")

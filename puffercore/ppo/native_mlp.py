@@ -49,10 +49,9 @@ class NativeMLPPolicy:
         self.critic_layers = linear_layers(policy.critic_encoder) + [policy.critic]
         activation = ACTIVATIONS[type(policy.encoder[1])]
         self.parameters = [p for layer in self.actor_layers + self.critic_layers for p in (layer.weight, layer.bias)]
-        self.pointers = None
         self.actor = MLP(_views(self.actor_layers), activation)
         self.critic = MLP(_views(self.critic_layers), activation)
-        self._renew_views()
+        self.pointers = [parameter.data_ptr() for parameter in self.parameters]
         head = policy.head
         self.start = None if head.is_continuous else int(head.space.start)
 
