@@ -38,9 +38,13 @@ class StepScalars:
         self._steps: list[torch.Tensor] = []
 
     def record(self, scalars: dict[str, torch.Tensor]) -> None:
+        self.record_row(tuple(scalars), torch.stack(list(scalars.values())))
+
+    def record_row(self, names: tuple[str, ...], values: torch.Tensor) -> None:
+        """One step's scalars as one tensor, `values[i]` named `names[i]`."""
         if not self._steps:
-            self.names = tuple(scalars)
-        self._steps.append(torch.stack(list(scalars.values())))
+            self.names = names
+        self._steps.append(values)
 
     def first_non_finite(self) -> tuple[int, str, float] | None:
         """(step, name, value) of the first NaN or inf: the earliest step, and within it

@@ -1,6 +1,8 @@
 """The hand-derived PPO gradients of the default MLP policy (ppo.mlp_gradients) against
 autograd on the same loss, which policies they cover, and a trainer using them."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,7 @@ from puffercore import ppo
 from puffercore.ppo import PPOConfig
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.flat_adam import FlatAdam
-from puffercore.ppo.mlp_gradients import MLPGradients
+from puffercore.ppo.mlp_gradients import LOSS_NAMES, MLPGradients
 
 ROWS = 96
 
@@ -79,7 +81,7 @@ def test_hand_derived_gradients_equal_autograd_on_the_same_loss(head, activation
 
     optimizer.flat.grad.fill_(123.0)  # every gradient is written, none added to
     gradients = MLPGradients.for_policy(policy, optimizer, config)
-    losses = gradients(batch)
+    losses = dict(zip(LOSS_NAMES, gradients(batch)))
     assert list(losses) == list(expected)
     for name in expected:
         torch.testing.assert_close(losses[name], expected[name], rtol=1e-5, atol=1e-6)
@@ -172,3 +174,22 @@ def test_the_native_gaussian_loss_refuses_mismatched_shapes():
         call(log_std=np.zeros(2, np.float32))
     with pytest.raises(ValueError, match=r"d_log_std must be \[3\]"):
         call(d_log_std=np.zeros(4, np.float32))
+
+
+def test_the_native_advantage_moments_equal_global_mean_std():
+    from puffercore import _ppo_loss
+    from puffercore.distributed import Group
+    from puffercore.ppo.loss import global_mean_std
+
+    values = torch.randn(300, generator=torch.Generator().manual_seed(4)) * 3 + 1
+    live = torch.rand(300, generator=torch.Generator().manual_seed(5)) > 0.3
+    for mask, row_weight in ((None, np.zeros(0, np.float32)), (live, (live.float() / live.sum()).numpy())):
+        mean, std = _ppo_loss.moments(values.numpy(), row_weight)
+        expected_mean, expected_std = global_mean_std(values, mask, Group())
+        assert math.isclose(mean, float(expected_mean), rel_tol=1e-6, abs_tol=1e-7)
+        assert math.isclose(std, float(expected_std), rel_tol=1e-6)
+    assert _ppo_loss.moments(values.numpy(), np.zeros(300, np.float32)) == (0.0, 0.0)  # no live row
+    with pytest.raises(ValueError, match="row_weight must hold 0 or 300 values"):
+        _ppo_loss.moments(values.numpy(), np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match="at least one value"):
+        _ppo_loss.moments(np.zeros(0, np.float32), np.zeros(0, np.float32))

@@ -136,6 +136,8 @@ def test_discrete_acting_gives_the_env_values_and_their_log_probabilities():
     np.testing.assert_allclose(value.numpy(), out.value.numpy(), atol=2e-6)
     again = native.act(observations, torch.Generator().manual_seed(3))
     assert torch.equal(again[0], actions) and torch.equal(again[1], log_prob)
+    # the critic alone (truncated episodes' final observations), 3 of the rows
+    torch.testing.assert_close(native.values(observations[5:8]), out.value[5:8], rtol=0, atol=2e-6)
 
 
 @pytest.mark.parametrize("options, action_space", [

@@ -15,6 +15,7 @@ from puffercore.__main__ import build_parser
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, update
 from puffercore.inference import native_bf16
+from puffercore.ppo import flat_adam
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.rollout import iterate_minibatches
 
@@ -100,6 +101,52 @@ def test_flat_adam_groups_lie_together_and_state_saved_by_torch_adam_loads():
         FlatAdam(policy, lr=1e-2, eps=1e-5, groups={"actor": list(policy.actor.parameters())})
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_native_clipped_step_is_the_torch_clip_and_fused_adam(weight_decay):
+    """FlatAdam.clipped_step's one native call against its torch ops (per-group
+    clip_grad_norm, then the fused kernel): norms, clipped gradients, parameters and both
+    moments, over steps where the actor is clipped and the critic is not."""
+    observations = torch.randn(32, 5, generator=torch.Generator().manual_seed(2))
+    native_policy, torch_policy = box_policy(), box_policy()
+    native = FlatAdam(native_policy, lr=1e-2, eps=1e-5, fused=True, groups=native_policy.parameter_groups())
+    reference = FlatAdam(torch_policy, lr=1e-2, eps=1e-5, fused=True, groups=torch_policy.parameter_groups())
+    for optimizer in (native, reference):
+        optimizer.param_groups[0]["weight_decay"] = weight_decay
+    assert native.bounds is not None and native.bounds[-1] == native.flat.numel()
+    for _ in range(5):
+        for policy, optimizer in ((native_policy, native), (torch_policy, reference)):
+            optimizer.zero_grad()
+            policy_loss(policy, observations).backward()
+        max_norm = 0.5 * float(reference.gradients["actor"].norm())  # the actor's clipped, the critic's not
+        assert float(reference.gradients["critic"].norm()) < 1e3
+        expected = [flat_adam.clip_grad_norm(gradients, max_norm) for gradients in reference.gradients.values()]
+        reference.fused_step()
+        got = native.clipped_step(max_norm)
+        torch.testing.assert_close(got, torch.stack(expected), rtol=1e-5, atol=0)
+        torch.testing.assert_close(native.flat.grad, reference.flat.grad, rtol=1e-4, atol=1e-7)
+        for name in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(native.state[native.flat][name], reference.state[reference.flat][name],
+                                       rtol=1e-4, atol=1e-8)
+        torch.testing.assert_close(native.flat.detach(), reference.flat.detach(), rtol=1e-5, atol=1e-7)
+
+
+def test_native_clipped_step_rejects_mismatched_buffers():
+    from puffercore import _adam
+    values = np.zeros(4, np.float32)
+    norms = np.zeros(1, np.float32)
+    step = np.zeros(1, np.float32)
+    arguments = (1.0, 1e-3, 0.9, 0.999, 1e-5, 0.0)
+    with pytest.raises(ValueError, match="must hold 4 values like parameters"):
+        _adam.clipped_step(values, np.zeros(3, np.float32), values, values, step, np.array([0, 4]), *arguments, norms)
+    with pytest.raises(ValueError, match="bounds must run from 0 to 4"):
+        _adam.clipped_step(values, values, values, values, step, np.array([0, 3]), *arguments, norms)
+    with pytest.raises(ValueError, match="one value a group"):
+        _adam.clipped_step(values, values, values, values, step, np.array([0, 2, 4]), *arguments, norms)
+    with pytest.raises(ValueError, match="must not decrease"):
+        _adam.clipped_step(values, values, values, values, step, np.array([0, 5, 4]), *arguments,
+                           np.zeros(2, np.float32))
+
+
 def test_clipping_a_flat_group_matches_clip_grad_norm():
     gradients = [torch.randn(7, 3), torch.randn(3), torch.randn(4, 7)]
     parameters = [torch.nn.Parameter(torch.zeros_like(gradient)) for gradient in gradients]
@@ -107,10 +154,10 @@ def test_clipping_a_flat_group_matches_clip_grad_norm():
         parameter.grad = gradient.clone()
     flat = torch.cat([gradient.reshape(-1) for gradient in gradients])
     expected = torch.nn.utils.clip_grad_norm_(parameters, 0.5)
-    torch.testing.assert_close(update.clip_grad_norm(flat, 0.5), expected)
+    torch.testing.assert_close(flat_adam.clip_grad_norm(flat, 0.5), expected)
     torch.testing.assert_close(flat, torch.cat([parameter.grad.reshape(-1) for parameter in parameters]))
     small = torch.full((4,), 0.01)
-    update.clip_grad_norm(small, 0.5)
+    flat_adam.clip_grad_norm(small, 0.5)
     assert torch.equal(small, torch.full((4,), 0.01))  # under the bound: untouched
 
 

@@ -4,7 +4,7 @@
 # the rows: the elementwise part of puffercore.ppo.mlp_gradients (torch runs the
 # matmuls). Autograd on the same loss (puffercore.ppo.loss.ppo_loss) is its reference in
 # the tests.
-from libc.math cimport M_PI, exp, fabs, log
+from libc.math cimport M_PI, exp, fabs, log, sqrt
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
@@ -89,8 +89,11 @@ def categorical_loss(const float[:, ::1] logits, const float[::1] value, const i
             raise ValueError(f"action[{i}] = {action[i]} is outside [0, {actions})")
 
     cdef Totals totals = Totals(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    cdef double weight = 1.0 / rows, high, lse, log_p, p, entropy, d_log_prob
+    cdef double weight = 1.0 / rows, high, total, lse, log_p, p, entropy, d_log_prob
     cdef bint weighted = row_weight.shape[0] == rows
+    cdef double* scaled = <double*>malloc(actions * sizeof(double))  # exp(logit - high), one exp per action
+    if scaled == NULL:
+        raise MemoryError()
     with nogil:
         for i in range(rows):
             if weighted:
@@ -99,14 +102,14 @@ def categorical_loss(const float[:, ::1] logits, const float[::1] value, const i
             for a in range(1, actions):
                 if logits[a, i] > high:
                     high = logits[a, i]
-            lse = 0.0
+            total = 0.0
             for a in range(actions):
-                lse += exp(logits[a, i] - high)
-            lse = high + log(lse)
+                scaled[a] = exp(logits[a, i] - high)
+                total += scaled[a]
+            lse = high + log(total)
             entropy = 0.0
             for a in range(actions):
-                log_p = logits[a, i] - lse
-                entropy -= exp(log_p) * log_p
+                entropy -= scaled[a] / total * (logits[a, i] - lse)
             totals.entropy += weight * entropy
             d_log_prob = row_terms((<double>logits[action[i], i] - lse) - old_log_prob[i],
                                    (<double>advantage[i] - advantage_mean) * advantage_scale, value[i], returns[i],
@@ -114,10 +117,36 @@ def categorical_loss(const float[:, ::1] logits, const float[::1] value, const i
             # d loss / d logits = d_log_prob (onehot - p) + ent_coef w p (log p + H)
             for a in range(actions):
                 log_p = logits[a, i] - lse
-                p = exp(log_p)
+                p = scaled[a] / total
                 d_logits[a, i] = <float>(p * (ent_coef * weight * (log_p + entropy) - d_log_prob)
                                          + (d_log_prob if a == action[i] else 0.0))
+    free(scaled)
     write_scalars(&totals, vf_coef, ent_coef, scalars)
+
+
+def moments(const float[::1] values, const float[::1] row_weight):
+    """(mean, std) of `values` with each entry's share of the mean in `row_weight`
+    (empty: 1 / n each), in float64, two passes: the minibatch statistics with which
+    the losses above normalize advantages (loss.global_mean_std's, on one process)."""
+    cdef Py_ssize_t n = values.shape[0], i
+    cdef bint weighted = row_weight.shape[0] == n
+    cdef double total = 0.0, weight_sum = 0.0, mean, variance = 0.0, deviation
+    if row_weight.shape[0] not in (0, n):
+        raise ValueError(f"row_weight must hold 0 or {n} values, got {row_weight.shape[0]}")
+    if n == 0:
+        raise ValueError("values must hold at least one value")
+    with nogil:
+        for i in range(n):
+            total += values[i] * row_weight[i] if weighted else values[i]
+            weight_sum += row_weight[i] if weighted else 1.0
+        if weight_sum > 0.0:  # else no live entry: nothing to normalize
+            mean = total / weight_sum
+            for i in range(n):
+                deviation = values[i] - mean
+                variance += deviation * deviation * (row_weight[i] if weighted else 1.0)
+    if weight_sum <= 0.0:
+        return 0.0, 0.0
+    return mean, sqrt(variance / weight_sum)
 
 
 def gaussian_loss(const float[:, ::1] mean, const float[::1] log_std, const float[::1] value,

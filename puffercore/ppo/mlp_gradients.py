@@ -76,35 +76,40 @@ class MLPGradients:
         return None if native is None else cls(native, optimizer, config, group)
 
     @torch.no_grad()
-    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """`ppo_loss`'s scalars for the minibatch `batch` (obs, action, log_prob,
-        advantage, return, value and, when some rows are padding, mask); every
-        parameter's gradient is overwritten with the loss's."""
+        advantage, return, value and, when some rows are padding, mask), one tensor in
+        LOSS_NAMES order; every parameter's gradient is overwritten with the loss's."""
         config = self.config
-        observations = batch["obs"]
-        x = np.ascontiguousarray(observations.reshape(observations.shape[0], -1).numpy(), dtype=np.float32)
-        live = batch.get("mask")
+        observations = batch["obs"].numpy()
+        x = np.ascontiguousarray(observations.reshape(len(observations), -1), dtype=np.float32)
+        advantage = batch["advantage"].numpy()
         row_weight = self.no_rows  # empty: every row 1 / rows of each mean
+        live = batch.get("mask")
         if live is not None:
             live = live.float()
             row_weight = (live / live.sum().clamp(min=1.0)).numpy()
         mean, scale = 0.0, 1.0
         if config.norm_adv:
-            mean, std = global_mean_std(batch["advantage"], live, self.group)
-            mean, scale = float(mean), 1.0 / (float(std) + 1e-8)
+            if self.group.world_size == 1:  # this minibatch's moments
+                mean, std = _ppo_loss.moments(advantage, row_weight)
+            else:  # every rank's
+                mean, std = map(float, global_mean_std(batch["advantage"], live, self.group))
+            scale = 1.0 / (std + 1e-8)
 
         logits, value = self.native.forward(x)
         d_logits, d_value = np.empty_like(logits), np.empty_like(value)
-        scalars = torch.empty(6)
-        rollout = (batch["log_prob"].numpy(), batch["advantage"].numpy(), batch["return"].numpy(),
-                   batch["value"].numpy(), row_weight, mean, scale, config.clip_coef, config.clip_vloss,
-                   config.vf_coef, config.ent_coef)
+        scalars = torch.empty(len(LOSS_NAMES))
+        rollout = (batch["log_prob"].numpy(), advantage, batch["return"].numpy(), batch["value"].numpy(),
+                   row_weight, mean, scale, config.clip_coef, config.clip_vloss, config.vf_coef, config.ent_coef)
         if self.log_std is None:
-            index = (batch["action"].reshape(-1) - self.start).long()
-            _ppo_loss.categorical_loss(logits, value, index.numpy(), *rollout, d_logits, d_value, scalars.numpy())
+            action = batch["action"].numpy().reshape(-1)
+            if self.start or action.dtype != np.int64:
+                action = (action - self.start).astype(np.int64)
+            _ppo_loss.categorical_loss(logits, value, action, *rollout, d_logits, d_value, scalars.numpy())
         else:  # the logits are the Gaussian's means
             _ppo_loss.gaussian_loss(logits, self.log_std.detach().numpy(), value,
-                                    batch["action"].contiguous().numpy(), *rollout, d_logits,
+                                    np.ascontiguousarray(batch["action"].numpy()), *rollout, d_logits,
                                     self.log_std_gradient.numpy(), d_value, scalars.numpy())
         self.native.backward(d_logits, d_value)
-        return dict(zip(LOSS_NAMES, scalars.unbind()))
+        return scalars

@@ -3,6 +3,7 @@ collection's forward and sampling in one call, and the update's forward and back
 
     native = NativeMLPPolicy.for_policy(policy)   # None: not a policy this covers
     actions, log_prob, value = native.act(observations, generator)   # collection
+    value = native.values(final_observations)     # the critic alone
     params, value = native.forward(x)             # [head outputs, rows], [rows] (numpy)
     native.backward(d_params, d_value)            # into the gradients of set_gradients
 
@@ -106,6 +107,13 @@ class NativeMLPPolicy:
         if self.start:
             indices += self.start
         return torch.from_numpy(indices), torch.from_numpy(log_prob), torch.from_numpy(value)
+
+    def values(self, observations: np.ndarray) -> torch.Tensor:
+        """The critic's values of `observations` (rows of the env's observations): those
+        of the final observations from which truncated episodes bootstrap."""
+        self._renew_views()
+        x = np.ascontiguousarray(observations.reshape(len(observations), -1), dtype=np.float32)
+        return torch.from_numpy(self.critic.forward(x)[0])
 
     def _renew_views(self) -> None:
         """Numpy views of the parameters' current storage (an optimizer that gathers the

@@ -162,28 +162,28 @@ class Trainer:
             state = restart_ended(state_before_reset, torch.as_tensor(terminals | truncations, device=device))
 
         if slots.has_previous.any():
-            slots.store_transition({"reward": torch.as_tensor(rewards, device=device),
-                                    "terminal": torch.as_tensor(terminals, device=device),
-                                    "truncation": torch.as_tensor(truncations, device=device)})
+            slots.store_transition({"reward": rewards, "terminal": terminals, "truncation": truncations})
             truncated = np.flatnonzero(truncations & slots.has_previous)
             if truncated.size:
                 # Truncations bootstrap from V(final observation), before the autoreset.
-                final_obs = torch.as_tensor(batch.final_observations[truncated], device=device)
-                final_state = None
-                if state is not None:
-                    at = torch.as_tensor(truncated, device=device)
-                    final_state = tuple(part[at] for part in state_before_reset)
-                slots.store_final_values(truncated, self._values(self.policy.output(final_obs, final_state).value))
+                if self.native_policy is not None:
+                    final_value = self.native_policy.values(batch.final_observations[truncated])
+                else:
+                    final_obs = torch.as_tensor(batch.final_observations[truncated], device=device)
+                    final_state = None
+                    if state is not None:
+                        at = torch.as_tensor(truncated, device=device)
+                        final_state = tuple(part[at] for part in state_before_reset)
+                    final_value = self.policy.output(final_obs, final_state).value
+                slots.store_final_values(truncated, self._values(final_value))
 
         if self.native_policy is not None:
             actions, log_prob, value = self.native_policy.act(obs, self.action_rng)
-            obs = torch.as_tensor(obs)
         else:
-            obs = torch.as_tensor(obs, device=device)
-            out = self.policy.output(obs, state)
+            out = self.policy.output(torch.as_tensor(obs, device=device), state)
             actions, log_prob = self.policy.sample(out, self.action_rng)
             value = out.value
-        slots.store_step({"obs": obs, "value": self._values(value), "mask": torch.as_tensor(masks, device=device)},
+        slots.store_step({"obs": obs, "value": self._values(value), "mask": masks},
                          {"action": actions, "log_prob": log_prob}, state)
         if state is not None:
             for part, new in zip(self.state, out.state):
@@ -244,10 +244,11 @@ class Trainer:
             for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order, by_rows, fields):
                 weights = None if weights_all is None else weights_all[minibatch["index"]][:, None]
                 step = self.update_step(minibatch, by_rows, weights)
-                scalars.record(step)
+                scalars.record_row(self.update_step.names, step)
                 minibatches += 1
                 if config.target_kl:  # the one host sync per minibatch, only with target_kl
-                    if float(self.group.mean(step["loss/approx_kl"].clone())) > config.target_kl:
+                    approx_kl = step[self.update_step.names.index("loss/approx_kl")]
+                    if float(self.group.mean(approx_kl.clone())) > config.target_kl:
                         stop = True
                         break
             if stop:

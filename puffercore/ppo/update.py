@@ -3,15 +3,15 @@ step -- with the loss eager or compiled by torch.compile (`PPOConfig.compile`), 
 statistics left on the device.
 
     step = UpdateStep(trainer._minibatch_loss, policy, optimizer, max_grad_norm, group, "auto", "float32")
-    scalars = step(minibatch, by_rows, weights)      # {"loss/policy": tensor, ...}; no host sync
+    scalars = step(minibatch, by_rows, weights)      # one tensor of step.names' values; no host sync
     step.decide(update_seconds, updates_left)        # "auto": compile where the rest of the run repays it
 
 What is compiled is the loss (policy forward, log-probs, entropy, the PPO objective):
 Inductor turns it into generated C++ on CPU (Triton on CUDA: 1.27-1.63x per update on
 an H100, docs/design.md section 7) and AOTAutograd its backward into one more graph,
 where eager launches each small op, and each op's backward, one at a time. The
-optimizer is one fused kernel call already (FlatAdam), and compiling the clip and the
-step measured no faster. Compiling takes seconds to tens of seconds, cached across runs
+clip and the optimizer step are one call already (`FlatAdam.clipped_step`), and
+compiling them measured no faster. Compiling takes seconds to tens of seconds, cached across runs
 in Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_USER): "auto"
 compiles only when the eager update, projected over the rest of the run, takes
 `AUTO_COMPILE_SECONDS` or more, and keeps the compiled loss only if its update is
@@ -39,7 +39,7 @@ import torch
 
 from puffercore.inference import native_bf16
 from puffercore.ppo.flat_adam import FlatAdam
-from puffercore.ppo.mlp_gradients import MLPGradients
+from puffercore.ppo.mlp_gradients import LOSS_NAMES, MLPGradients
 
 COMPILE_SETTINGS = ("auto", "true", "false")
 PRECISIONS = ("float32", "bfloat16", "auto")
@@ -53,8 +53,8 @@ class UpdateStep:
     """The minibatch step of one trainer: `loss(minibatch, by_rows, weights)` returns a
     dict of scalar tensors, "loss" (what is minimized) first; calling the step minimizes
     it and returns those scalars, detached, then the gradient norm of each parameter
-    group before clipping, by their metric names (`names`: "loss/policy", ...,
-    "loss/grad_norm_actor")."""
+    group before clipping, as one float32 tensor whose entries `names` names
+    ("loss/loss", "loss/policy", ..., "loss/grad_norm_actor")."""
 
     def __init__(self, loss: Callable[..., dict[str, torch.Tensor]], policy: torch.nn.Module,
                  optimizer: FlatAdam, max_grad_norm: float, group, setting: str, precision: str = "float32",
@@ -111,7 +111,7 @@ class UpdateStep:
                 self.compiled = None
 
     def __call__(self, minibatch: dict[str, torch.Tensor], by_rows: bool,
-                 weights: torch.Tensor | None) -> dict[str, torch.Tensor]:
+                 weights: torch.Tensor | None) -> torch.Tensor:
         if self.gradients is not None:  # they exist only for transition minibatches (for_policy)
             return self._step(self.gradients, minibatch, by_rows, weights)
         if self.compiled is None:
@@ -132,31 +132,21 @@ class UpdateStep:
         self.compile_seconds += time.perf_counter() - start
         return scalars
 
-    def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> dict[str, torch.Tensor]:
+    def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> torch.Tensor:
         if loss is self.gradients:  # hand-derived: it writes every parameter's gradient
-            losses = self.gradients(minibatch)
+            names, losses = LOSS_NAMES, self.gradients(minibatch)
         else:
             with torch.autocast(self.device_type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-                losses = loss(minibatch, by_rows, weights)
+                named = loss(minibatch, by_rows, weights)
             self.optimizer.zero_grad()
-            losses["loss"].backward()
+            named["loss"].backward()
+            names, losses = tuple(named), torch.stack([value.detach().float() for value in named.values()])
         self.group.average_gradients(self.policy.parameters())
         # Clipped apart: the critic's gradients (returns in the hundreds) would otherwise
         # shrink the actor's to nothing under one global norm.
-        norms = [clip_grad_norm(gradients, self.max_grad_norm) for gradients in self.optimizer.gradients.values()]
-        self.optimizer.fused_step()
+        norms = self.optimizer.clipped_step(self.max_grad_norm)
         if not self.names:
             self.names = tuple(f"loss/{name}" for name in (
-                *losses, *("grad_norm" + (group and "_" + group) for group in self.optimizer.gradients)))
-        return dict(zip(self.names, [*(value.detach() for value in losses.values()), *norms]))
+                *names, *("grad_norm" + (group and "_" + group) for group in self.optimizer.gradients)))
+        return torch.cat([losses, norms.to(losses.device)])
 
-
-
-def clip_grad_norm(gradients: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """Scale one parameter group's `gradients` (FlatAdam.gradients: flat, in place) to L2
-    norm `max_norm` at most, as torch.nn.utils.clip_grad_norm_ does the group's tensors;
-    returns the norm before. One norm instead of one per tensor and a norm of norms
-    (ulp-level rounding apart): 4 ops instead of about 30."""
-    norm = torch.linalg.vector_norm(gradients)
-    gradients.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
-    return norm
