@@ -12,6 +12,8 @@ them once per update, and `puffercore.checkpoint.save` refuses a state that hold
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -36,6 +38,7 @@ class StepScalars:
     def __init__(self):
         self.names: tuple[str, ...] = ()
         self._steps: list[torch.Tensor] = []
+        self._values: list[list[float]] | None = None  # every step's values, read once
 
     def record(self, scalars: dict[str, torch.Tensor]) -> None:
         self.record_row(tuple(scalars), torch.stack(list(scalars.values())))
@@ -45,19 +48,24 @@ class StepScalars:
         if not self._steps:
             self.names = names
         self._steps.append(values)
+        self._values = None
+
+    def _read(self) -> list[list[float]]:
+        """Every step's values on the host: one transfer however many steps and names."""
+        if self._values is None:
+            self._values = torch.stack(self._steps).double().tolist() if self._steps else []
+        return self._values
 
     def first_non_finite(self) -> tuple[int, str, float] | None:
         """(step, name, value) of the first NaN or inf: the earliest step, and within it
         the first name in recording order; None when every value is finite."""
-        if not self._steps:
-            return None
-        values = torch.stack(self._steps)
-        bad = ~torch.isfinite(values)
-        if not bool(bad.any()):
-            return None
-        step, column = bad.nonzero()[0].tolist()  # row-major: the earliest step first
-        return step, self.names[column], float(values[step, column])
+        for step, values in enumerate(self._read()):
+            for column, value in enumerate(values):
+                if not math.isfinite(value):
+                    return step, self.names[column], value
+        return None
 
     def means(self) -> dict[str, float]:
         """Each name's mean over the recorded steps."""
-        return dict(zip(self.names, torch.stack(self._steps).double().mean(0).tolist())) if self._steps else {}
+        steps = self._read()
+        return {name: math.fsum(values) / len(steps) for name, values in zip(self.names, zip(*steps))}

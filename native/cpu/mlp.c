@@ -5,131 +5,131 @@
 #include <math.h>
 #include <string.h>
 
-/* One build runs the widest vectors the CPU has: GCC clones each kernel per instruction
- * set and picks one at load time. Elsewhere the baseline build. */
+/* One build runs the widest vectors the CPU has. The linear kernels come in two widths
+ * (mlp_linear.inc): 16 lanes for AVX-512, and 8 lanes cloned by GCC for AVX2 and the
+ * baseline (a 16-lane vector type split in two on AVX2 ran several times slower there);
+ * the elementwise kernels are cloned per instruction set and GCC picks at load time.
+ * Elsewhere the baseline build alone. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define WIDE_KERNELS 1
 #else
 #define KERNEL
+#define WIDE_KERNELS 0
 #endif
 
-/* Eight lanes: one AVX2 register (or half an AVX-512 one); a wider vector type split in
- * two on AVX2 ran several times slower there. may_alias: rows of floats are read as it. */
-typedef float lanes __attribute__((vector_size(MLP_LANES * sizeof(float)), aligned(sizeof(float)), may_alias));
-_Static_assert(MLP_LANES == 8, "lane_sum adds eight lanes");
+/* may_alias: rows of floats are read as vectors. */
+typedef float lanes __attribute__((vector_size(8 * sizeof(float)), aligned(sizeof(float)), may_alias));
+_Static_assert(MLP_LANES == 16, "the sums over rows run in 16 lanes");
 
-static inline lanes load(const float* p) { return *(const lanes*)p; }
+static inline lanes load8(const float* p) { return *(const lanes*)p; }
 
-static inline void store(float* p, lanes v) { *(lanes*)p = v; }
-
-static inline lanes broadcast(float x) { return (lanes){0} + x; }
-
-/* halves added pairwise: the same order on every instruction set */
-static inline float lane_sum(lanes v) {
+/* eight lanes' halves added pairwise: the same order on every instruction set */
+static inline float lane_sum8(lanes v) {
     return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
 }
 
-static inline float dot(const float* a, const float* b, int stride) {
-    lanes sum = {0};
-    for (int r = 0; r < stride; r += MLP_LANES) sum += load(a + r) * load(b + r);
-    return lane_sum(sum);
+/* The 8-lane kernels: a sum's 16 lanes are two vectors, rows r..r+7 and r+8..r+15. */
+typedef struct {
+    lanes lo, hi;
+} split_sum;
+
+static inline split_sum split_zero(void) { return (split_sum){{0}, {0}}; }
+
+static inline float split_total(split_sum s) { return lane_sum8(s.lo + s.hi); }
+
+#define VEC lanes
+#define VEC_LANES 8
+#define NAME(f) f##_8
+#define TARGET KERNEL
+#define SUM split_sum
+#define sum_zero split_zero
+#define sum_total split_total
+#define SUM_ADD(s, a, b) ((s).lo += load8(a) * load8(b), (s).hi += load8((a) + 8) * load8((b) + 8))
+#define DW_INPUTS 2 /* 4 x 2 sums of two vectors: the 16 registers of AVX2 */
+#include "mlp_linear.inc"
+#undef VEC
+#undef VEC_LANES
+#undef NAME
+#undef TARGET
+#undef SUM
+#undef sum_zero
+#undef sum_total
+#undef SUM_ADD
+#undef DW_INPUTS
+
+#if WIDE_KERNELS
+#define WIDE __attribute__((target("arch=x86-64-v4")))
+typedef float wide_lanes __attribute__((vector_size(16 * sizeof(float)), aligned(sizeof(float)), may_alias));
+
+WIDE static inline wide_lanes wide_zero(void) { return (wide_lanes){0}; }
+
+WIDE static inline float wide_total(wide_lanes s) {
+    lanes lo = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
+    lanes hi = {s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15]};
+    return lane_sum8(lo + hi);
 }
 
-/* Four outputs at a time share each load of an input row block. */
-KERNEL void mlp_linear_forward(const float* x, int stride, int inputs, const float* weight, const float* bias,
-                               int outputs, float* out) {
-    int j = 0;
-    for (; j + 4 <= outputs; j += 4) {
-        const float *w0 = weight + (size_t)j * inputs, *w1 = w0 + inputs, *w2 = w1 + inputs, *w3 = w2 + inputs;
-        for (int r = 0; r < stride; r += MLP_LANES) {
-            lanes a0 = broadcast(bias[j]), a1 = broadcast(bias[j + 1]);
-            lanes a2 = broadcast(bias[j + 2]), a3 = broadcast(bias[j + 3]);
-            for (int k = 0; k < inputs; k++) {
-                lanes in = load(x + (size_t)k * stride + r);
-                a0 += w0[k] * in;
-                a1 += w1[k] * in;
-                a2 += w2[k] * in;
-                a3 += w3[k] * in;
-            }
-            store(out + (size_t)j * stride + r, a0);
-            store(out + (size_t)(j + 1) * stride + r, a1);
-            store(out + (size_t)(j + 2) * stride + r, a2);
-            store(out + (size_t)(j + 3) * stride + r, a3);
-        }
-    }
-    for (; j < outputs; j++) {
-        const float* w0 = weight + (size_t)j * inputs;
-        for (int r = 0; r < stride; r += MLP_LANES) {
-            lanes a0 = broadcast(bias[j]);
-            for (int k = 0; k < inputs; k++) a0 += w0[k] * load(x + (size_t)k * stride + r);
-            store(out + (size_t)j * stride + r, a0);
-        }
-    }
+#define VEC wide_lanes
+#define VEC_LANES 16
+#define NAME(f) f##_16
+#define TARGET WIDE
+#define SUM wide_lanes
+#define sum_zero wide_zero
+#define sum_total wide_total
+#define SUM_ADD(s, a, b) ((s) += *(const wide_lanes*)(a) * *(const wide_lanes*)(b))
+#define DW_INPUTS 4
+#include "mlp_linear.inc"
+
+/* -1: not yet asked; then whether the 16-lane kernels run (the CPU has AVX-512) */
+static int wide_kernels = -1;
+
+static int wide_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512cd");
 }
 
-/* d_weight four outputs by four inputs at a time: each row block of d_out and of x is
- * loaded once for sixteen sums (streaming x once per output ran out of L1 at 512 rows). */
-KERNEL void mlp_linear_backward(const float* x, int stride, int inputs, const float* weight, int outputs,
-                                const float* d_out, float* d_weight, float* d_bias, float* d_x) {
-    for (int j = 0; j < outputs; j++) {
-        const float* d = d_out + (size_t)j * stride;
-        lanes sum = {0};
-        for (int r = 0; r < stride; r += MLP_LANES) sum += load(d + r);
-        d_bias[j] = lane_sum(sum);
+static int use_wide(void) {
+    if (wide_kernels < 0) wide_kernels = wide_supported();
+    return wide_kernels;
+}
+
+int mlp_set_wide(int on) {
+    int before = use_wide();
+    wide_kernels = on && wide_supported();
+    return before;
+}
+#else
+static int use_wide(void) { return 0; }
+
+int mlp_set_wide(int on) {
+    (void)on;
+    return 0;
+}
+#endif
+
+void mlp_linear_forward(const float* x, int stride, int inputs, const float* weight, const float* bias, int outputs,
+                        float* out) {
+#if WIDE_KERNELS
+    if (use_wide()) {
+        linear_forward_16(x, stride, inputs, weight, bias, outputs, out);
+        return;
     }
-    int j = 0;
-    for (; j + 4 <= outputs; j += 4) {
-        const float* d[4] = {d_out + (size_t)j * stride, d_out + (size_t)(j + 1) * stride,
-                             d_out + (size_t)(j + 2) * stride, d_out + (size_t)(j + 3) * stride};
-        int k = 0;
-        for (; k + 4 <= inputs; k += 4) {
-            const float *x0 = x + (size_t)k * stride, *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
-            lanes a[4][4] = {{{0}}};
-            for (int r = 0; r < stride; r += MLP_LANES) {
-                lanes y0 = load(x0 + r), y1 = load(x1 + r), y2 = load(x2 + r), y3 = load(x3 + r);
-                for (int p = 0; p < 4; p++) {
-                    lanes g = load(d[p] + r);
-                    a[p][0] += g * y0;
-                    a[p][1] += g * y1;
-                    a[p][2] += g * y2;
-                    a[p][3] += g * y3;
-                }
-            }
-            for (int p = 0; p < 4; p++)
-                for (int q = 0; q < 4; q++) d_weight[(size_t)(j + p) * inputs + k + q] = lane_sum(a[p][q]);
-        }
-        for (; k < inputs; k++)
-            for (int p = 0; p < 4; p++) d_weight[(size_t)(j + p) * inputs + k] = dot(d[p], x + (size_t)k * stride, stride);
+#endif
+    linear_forward_8(x, stride, inputs, weight, bias, outputs, out);
+}
+
+void mlp_linear_backward(const float* x, int stride, int inputs, const float* weight, int outputs,
+                         const float* d_out, float* d_weight, float* d_bias, float* d_x) {
+#if WIDE_KERNELS
+    if (use_wide()) {
+        linear_backward_16(x, stride, inputs, weight, outputs, d_out, d_weight, d_bias, d_x);
+        return;
     }
-    for (; j < outputs; j++)
-        for (int k = 0; k < inputs; k++)
-            d_weight[(size_t)j * inputs + k] = dot(d_out + (size_t)j * stride, x + (size_t)k * stride, stride);
-    if (!d_x) return;
-    int k = 0;
-    for (; k + 4 <= inputs; k += 4) {
-        for (int r = 0; r < stride; r += MLP_LANES) {
-            lanes a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-            for (int j = 0; j < outputs; j++) {
-                const float* w = weight + (size_t)j * inputs + k;
-                lanes g = load(d_out + (size_t)j * stride + r);
-                a0 += w[0] * g;
-                a1 += w[1] * g;
-                a2 += w[2] * g;
-                a3 += w[3] * g;
-            }
-            store(d_x + (size_t)k * stride + r, a0);
-            store(d_x + (size_t)(k + 1) * stride + r, a1);
-            store(d_x + (size_t)(k + 2) * stride + r, a2);
-            store(d_x + (size_t)(k + 3) * stride + r, a3);
-        }
-    }
-    for (; k < inputs; k++) {
-        for (int r = 0; r < stride; r += MLP_LANES) {
-            lanes a0 = {0};
-            for (int j = 0; j < outputs; j++) a0 += weight[(size_t)j * inputs + k] * load(d_out + (size_t)j * stride + r);
-            store(d_x + (size_t)k * stride + r, a0);
-        }
-    }
+#endif
+    linear_backward_8(x, stride, inputs, weight, outputs, d_out, d_weight, d_bias, d_x);
 }
 
 /* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|) = 2^t: t's integer part goes into

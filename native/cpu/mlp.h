@@ -7,15 +7,17 @@
  * layout, [outputs][inputs], row-major. Nothing is allocated here: the caller owns
  * every buffer.
  *
- * Every sum runs in a fixed order (per lane, then the lanes pairwise) without fused
- * multiply-adds, so a result has the same bits whichever instruction set the CPU runs.
+ * Every sum runs in a fixed order (over rows in 16 lanes, lane l adding rows l, l + 16,
+ * ...; then the lanes in a fixed tree) without fused multiply-adds, so a result has the
+ * same bits whichever instruction set the CPU runs (16-lane AVX-512 kernels or 8-lane
+ * ones; mlp_linear.inc).
  */
 #ifndef PUFFERCORE_MLP_H
 #define PUFFERCORE_MLP_H
 
 #include <stdint.h>
 
-#define MLP_LANES 8
+#define MLP_LANES 16
 
 enum { MLP_TANH = 0, MLP_RELU = 1 };
 
@@ -28,6 +30,11 @@ void mlp_linear_forward(const float* x, int stride, int inputs, const float* wei
  * d_x[k][r] = sum_j weight[j][k] d_out[j][r]. */
 void mlp_linear_backward(const float* x, int stride, int inputs, const float* weight, int outputs,
                          const float* d_out, float* d_weight, float* d_bias, float* d_x);
+
+/* Whether the linear kernels run 16 lanes (AVX-512) or 8: `on` asks for 16 where the CPU
+ * has AVX-512 (the default there), 0 for 8; returns the setting before. Both give the
+ * same bits (mlp_linear.inc); the tests compare them. */
+int mlp_set_wide(int on);
 
 /* h = activation(h), in place, over n values. tanh is a polynomial exp within 2e-7 of libm's. */
 void mlp_activate(float* h, int64_t n, int activation);

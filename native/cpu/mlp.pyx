@@ -17,6 +17,7 @@ cdef extern from "mlp.h":
                             int outputs, float* out) nogil
     void mlp_linear_backward(const float* x, int stride, int inputs, const float* weight, int outputs,
                              const float* d_out, float* d_weight, float* d_bias, float* d_x) nogil
+    int mlp_set_wide(int on) nogil
     void mlp_activate(float* h, int64_t n, int activation) nogil
     void mlp_activation_backward(float* d, const float* h, int64_t n, int activation) nogil
     void mlp_transpose_rows(const float* x, int rows, int features, int stride, float* x_t) nogil
@@ -26,6 +27,13 @@ cdef extern from "mlp.h":
                              const float* normals, float* action, float* log_prob) nogil
 
 ACTIVATIONS = {"tanh": MLP_TANH, "relu": MLP_RELU}
+
+
+def set_wide(bint on) -> bool:
+    """Run the linear kernels in 16 lanes (where the CPU has AVX-512: the default there)
+    or, `on` False, in 8; returns the setting before. Both give the same bits (the tests
+    compare them)."""
+    return bool(mlp_set_wide(on))
 
 
 cdef float* address(array) except NULL:

@@ -2,7 +2,7 @@
 collection's forward and sampling in one call, and the update's forward and backward.
 
     native = NativeMLPPolicy.for_policy(policy)   # None: not a policy this covers
-    actions, log_prob, value = native.act(observations, generator)   # collection
+    actions, log_prob, value = native.act(observations, generator)   # collection (NumPy arrays)
     value = native.values(final_observations)     # the critic alone
     params, value = native.forward(x)             # [head outputs, rows], [rows] (numpy)
     native.backward(d_params, d_value)            # into the gradients of set_gradients
@@ -93,27 +93,27 @@ class NativeMLPPolicy:
         self.critic.backward(d_value.reshape(1, -1))
 
     def act(self, observations: np.ndarray, generator: torch.Generator):
-        """Actions (the env's values, as `ActionHead.sample` gives them), their
-        log-probabilities and the values of the observations' rows, as torch tensors."""
+        """Actions (the head's values, as `ActionHead.sample` gives them), their
+        log-probabilities and the values of the observations' rows, as NumPy arrays."""
         rows = observations.shape[0]
         x = np.ascontiguousarray(observations.reshape(rows, -1), dtype=np.float32)
         _, value = self.forward(x)
         if self.start is None:
             normals = torch.randn((rows, self.actor.outputs), generator=generator).numpy()
             actions, log_prob = self.actor.sample_gaussian(self.policy.log_std.detach().numpy(), normals)
-            return torch.from_numpy(actions), torch.from_numpy(log_prob), torch.from_numpy(value)
+            return actions, log_prob, value
         uniforms = torch.rand(rows, generator=generator).numpy()
         indices, log_prob = self.actor.sample_categorical(uniforms)
         if self.start:
             indices += self.start
-        return torch.from_numpy(indices), torch.from_numpy(log_prob), torch.from_numpy(value)
+        return indices, log_prob, value
 
-    def values(self, observations: np.ndarray) -> torch.Tensor:
+    def values(self, observations: np.ndarray) -> np.ndarray:
         """The critic's values of `observations` (rows of the env's observations): those
         of the final observations from which truncated episodes bootstrap."""
         self._renew_views()
         x = np.ascontiguousarray(observations.reshape(len(observations), -1), dtype=np.float32)
-        return torch.from_numpy(self.critic.forward(x)[0])
+        return self.critic.forward(x)[0]
 
     def _renew_views(self) -> None:
         """Numpy views of the parameters' current storage (an optimizer that gathers the

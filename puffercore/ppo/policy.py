@@ -143,7 +143,13 @@ class ActionHead:
             entropy.append(-(log_probs.exp() * log_probs).sum(-1))
         return _total(log_prob), _total(entropy)
 
-    def to_env(self, actions: torch.Tensor) -> np.ndarray:
+    def to_env(self, actions: torch.Tensor | np.ndarray) -> np.ndarray:
+        """The env's actions from the head's: a tensor, or the NumPy array of the native
+        policy (`ppo.native_mlp`); Box actions clipped to the space."""
+        if isinstance(actions, np.ndarray):
+            if self.is_continuous:
+                return np.maximum(np.minimum(actions, self.high.numpy()), self.low.numpy())
+            return actions.astype(np.int32)
         if self.is_continuous:
             actions = torch.maximum(torch.minimum(actions, self.high.to(actions.device)), self.low.to(actions.device))
             return actions.cpu().numpy()

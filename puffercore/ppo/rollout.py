@@ -93,14 +93,19 @@ class RolloutBuffer:
         full = self.position == self.horizon + 1
         carried = full & ~self.ran_ahead
         if carried.any():
-            index = torch.as_tensor(np.flatnonzero(carried), device=self.device)
+            index = slice(None) if carried.all() else np.flatnonzero(carried)
+            fields, carried_fields = self.field_arrays, self.carried_arrays
+            if not self.host:
+                fields, carried_fields = self.fields, self.carried
+                if not isinstance(index, slice):
+                    index = torch.as_tensor(index, device=self.device)
             for name in BOOTSTRAP_FIELDS:
-                self.fields[name][index, 0] = self.fields[name][index, -1]
-            for name, tensor in self.carried.items():
+                fields[name][index, 0] = fields[name][index, -1]
+            for name, values in carried_fields.items():
                 if name in self.state_fields:
-                    self.fields[name][index] = tensor[index]
+                    fields[name][index] = values[index]
                 else:
-                    self.fields[name][index, 0] = tensor[index]
+                    fields[name][index, 0] = values[index]
         self.position[carried] = 1
         self.position[full & self.ran_ahead] = 0
         self.ran_ahead[:] = False
@@ -141,11 +146,12 @@ class BatchSlots:
         """Reward and flags of the transition that led to this batch's observations."""
         self._write(False, fields, self.position - 1, self.has_previous)
 
-    def store_final_values(self, at: np.ndarray, values: torch.Tensor) -> None:
+    def store_final_values(self, at: np.ndarray, values: np.ndarray | torch.Tensor) -> None:
         """V(final observation) of the batch's rows `at` (truncated there) for that transition."""
         device = self.rollout.device
         self.rollout.fields["final_value"][torch.as_tensor(self.row_ids[at], device=device),
-                                           torch.as_tensor(self.position[at] - 1, device=device)] = values
+                                           torch.as_tensor(self.position[at] - 1, device=device)] = \
+            torch.as_tensor(values, device=device)
 
     def store_step(self, observed: dict[str, np.ndarray | torch.Tensor], taken: dict[str, np.ndarray | torch.Tensor],
                    state=None) -> None:
@@ -171,7 +177,7 @@ class BatchSlots:
         of the batch, into the rollout's fields or, with `carried`, into `carried`
         without a slot (`slots` None)."""
         rollout = self.rollout
-        if not selected.any():
+        if not (selected[0] if self.same_slot else selected.any()):
             return
         if rollout.host:
             target = rollout.carried_arrays if carried else rollout.field_arrays

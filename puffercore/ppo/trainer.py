@@ -204,9 +204,12 @@ class Trainer:
             gamma=config.gamma, lam=config.gae_lambda,
         )
 
-    def _values(self, critic_output: torch.Tensor) -> torch.Tensor:
-        """Values in return units (the critic's output, denormalized under PopArt)."""
-        return critic_output if self.popart is None else self.popart.denormalize(critic_output)
+    def _values(self, critic_output: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """Values in return units (the critic's output, a tensor or the native policy's
+        array, denormalized under PopArt)."""
+        if self.popart is None:
+            return critic_output
+        return self.popart.denormalize(torch.as_tensor(critic_output, device=self.device))
 
     def learn(self) -> None:
         started = time.perf_counter()
