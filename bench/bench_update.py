@@ -18,6 +18,9 @@ An update's cost does not depend on what the env computes, so the stand-ins chan
 nothing but the time to collect. The compiled side compiles before timing (its compile
 time is printed; Inductor caches it for the next run).
 
+`--optimizer`: the step after the gradients (each parameter group clipped, then Adam),
+`FlatAdam.clipped_step` (one native call on the CPU) against the torch ops it replaced.
+
 `--cleanrl`: one minibatch step (forward, a stand-in loss, backward, optimizer), puffercore's
 way against CleanRL's, for the Nature CNN (puffercore keeps filters and inputs
 channels-last; CleanRL's ppo_atari runs PyTorch's default layout) and the MuJoCo MLP;
@@ -30,6 +33,7 @@ on CPU updates the parameters tensor by tensor. Both sides start from the same w
     python bench/bench_update.py --compare backward --presets cartpole snake   # autograd vs by hand (train.backward)
     python bench/bench_update.py --device cuda --compare precision # on a GPU
     python bench/bench_update.py --cleanrl                         # atari and mujoco, 3 rounds of 5 s
+    python bench/bench_update.py --optimizer                       # FlatAdam.clipped_step vs torch's ops
     python bench/bench_update.py --cleanrl --policies atari --batch 1024 --threads 1
 
 Trainer updates run on the torch threads the trainer picks (`torch_threads` 0: the
@@ -40,6 +44,7 @@ torch's default, every core).
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import statistics
@@ -53,6 +58,7 @@ import torch
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, Trainer, make_optimizer
 from puffercore.ppo.config import ATARI_PRESET, MUJOCO_PRESET
+from puffercore.ppo.flat_adam import clip_grad_norm
 
 LEARNING_RATE = 2.5e-4
 
@@ -221,6 +227,48 @@ def compare_cleanrl(names: list[str], batch: int, rounds: int, seconds: float) -
         print(f"  CleanRL's way / puffercore: {theirs_ms / ours_ms:.2f}x")
 
 
+def timed_steps(step, seconds: float) -> float:
+    """Microseconds per call of `step` until `seconds` pass."""
+    count, start = 0, time.perf_counter()
+    while count == 0 or time.perf_counter() - start < seconds:
+        step()
+        count += 1
+    return (time.perf_counter() - start) / count * 1e6
+
+
+def compare_optimizer(names: list[str], rounds: int, seconds: float) -> None:
+    """FlatAdam.clipped_step (on the CPU one native call: puffercore._adam) against the
+    torch ops the update ran before (flat_adam.clip_grad_norm per parameter group, then
+    the fused Adam kernel), on copies of each preset's policy with the same gradients."""
+    for name in names:
+        trainer = preset_trainer(name, "false")
+        optimizers = [make_optimizer(copy.deepcopy(trainer.policy), LEARNING_RATE, torch.device("cpu"))
+                      for _ in range(2)]
+        trainer.close()
+        gradients = torch.randn(optimizers[0].flat.numel(), generator=torch.Generator().manual_seed(0))
+        for optimizer in optimizers:
+            optimizer.flat.grad.copy_(gradients)
+
+        def native(optimizer=optimizers[0]):
+            optimizer.clipped_step(0.5)
+
+        def torch_ops(optimizer=optimizers[1]):
+            for group in optimizer.gradients.values():
+                clip_grad_norm(group, 0.5)
+            optimizer.fused_step()
+
+        results = {"clipped_step": [], "torch ops": []}
+        for _ in range(rounds):
+            for side, step in zip(results, (native, torch_ops)):
+                results[side].append(timed_steps(step, seconds))
+        median = {side: statistics.median(values) for side, values in results.items()}
+        print(f"{name}: clip each group and step Adam, {optimizers[0].flat.numel()} parameters in "
+              f"{len(optimizers[0].gradients)} groups, median of {rounds} rounds")
+        for side, value in median.items():
+            print(f"  {side:14s} {value:8.1f} us")
+        print(f"  torch ops / clipped_step: {median['torch ops'] / median['clipped_step']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), default=list(PRESETS))
@@ -228,6 +276,8 @@ def main() -> None:
                         help="the two sides of a preset's update: eager vs compiled loss, float32 vs bfloat16 "
                              "autocast, or autograd vs the hand-derived gradients (train.backward)")
     parser.add_argument("--cleanrl", action="store_true", help="puffercore's minibatch step against CleanRL's")
+    parser.add_argument("--optimizer", action="store_true",
+                        help="FlatAdam.clipped_step against the torch clip and fused Adam, per preset")
     parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES),
                         help="with --cleanrl")
     parser.add_argument("--batch", type=int, default=0, help="with --cleanrl: minibatch size (default: the preset's)")
@@ -238,7 +288,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.batch < 0 or args.seconds < 0 or args.rounds < 1 or args.threads < 0:
         parser.error("--batch must be >= 0, --seconds >= 0, --rounds >= 1, --threads >= 0")
-    if args.cleanrl:
+    if args.optimizer:
+        compare_optimizer(args.presets, args.rounds, args.seconds or 1.0)
+    elif args.cleanrl:
         if args.threads:
             torch.set_num_threads(args.threads)
         compare_cleanrl(args.policies, args.batch, args.rounds, args.seconds or 5.0)

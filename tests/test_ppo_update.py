@@ -130,6 +130,27 @@ def test_native_clipped_step_is_the_torch_clip_and_fused_adam(weight_decay):
         torch.testing.assert_close(native.flat.detach(), reference.flat.detach(), rtol=1e-5, atol=1e-7)
 
 
+def test_native_clipped_step_goes_on_from_a_loaded_state():
+    """Loading a state replaces the moments the native step reads: the next step uses
+    the loaded ones, as torch's step would."""
+    observations = torch.randn(16, 5, generator=torch.Generator().manual_seed(3))
+    first, second = box_policy(), box_policy()
+    optimizers = [FlatAdam(policy, lr=1e-2, eps=1e-5, groups=policy.parameter_groups()) for policy in (first, second)]
+    for policy, optimizer, steps in ((first, optimizers[0], 3), (second, optimizers[1], 1)):
+        for _ in range(steps):
+            optimizer.zero_grad()
+            policy_loss(policy, observations).backward()
+            optimizer.clipped_step(0.5)
+    second.load_state_dict(first.state_dict())
+    optimizers[1].load_state_dict(copy.deepcopy(optimizers[0].state_dict()))
+    for policy, optimizer in zip((first, second), optimizers):
+        optimizer.zero_grad()
+        policy_loss(policy, observations).backward()
+        optimizer.clipped_step(0.5)
+    assert int(optimizers[1].state[optimizers[1].flat]["step"]) == 4
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters()))
+
+
 def test_native_clipped_step_rejects_mismatched_buffers():
     from puffercore import _adam
     values = np.zeros(4, np.float32)

@@ -38,6 +38,9 @@ from torch import nn
 from puffercore import _adam
 
 
+NATIVE_STEP_MAX_PARAMETERS = 1 << 18  # FlatAdam.clipped_step's native call up to this size
+
+
 class FlatAdam(torch.optim.Adam):
     """`groups`: names -> parameters of `module` (default one group of them all); each
     group's parameters lie together in the flat buffer, so that `gradients[name]` is
@@ -67,10 +70,13 @@ class FlatAdam(torch.optim.Adam):
                 offset += size
             self.gradients[name] = flat.grad[start:offset]
         self.flat = flat
-        # The groups' offsets, for the native step (float32 on the CPU only)
+        # The groups' offsets, for the native step: float32 on the CPU, and small policies
+        # only, where the launches around the arithmetic cost most; a big one's step is
+        # the arithmetic, which torch's kernel can spread over threads (Atari's 1.7 M
+        # parameters took as long either way on one thread: bench_update.py --optimizer).
         self.bounds = None
-        self._host = None  # _host_buffers' views and the state tensor they were made from
-        if flat.device.type == "cpu" and flat.dtype == torch.float32:
+        self._host = None  # _host_buffers' views and the tensors they were made from
+        if flat.device.type == "cpu" and flat.dtype == torch.float32 and flat.numel() <= NATIVE_STEP_MAX_PARAMETERS:
             self.bounds = np.cumsum([0, *(gradients.numel() for gradients in self.gradients.values())])
         super().__init__([flat], lr=lr, eps=eps, fused=fused)
 
@@ -126,14 +132,14 @@ class FlatAdam(torch.optim.Adam):
 
     def _host_buffers(self) -> tuple[np.ndarray, ...]:
         """NumPy views of the parameters, gradients, both moments and the step count, made
-        again only when loading a state replaced the state's tensors."""
+        again only when loading a state (or a new flat gradient) replaced their tensors."""
         self._make_state()
         state = self.state[self.flat]
-        if self._host is None or self._host[0] is not state["exp_avg"]:
-            self._host = (state["exp_avg"], (
+        if self._host is None or self._host[0] is not state["exp_avg"] or self._host[1] is not self.flat.grad:
+            self._host = (state["exp_avg"], self.flat.grad, (
                 self.flat.detach().numpy(), self.flat.grad.numpy(), state["exp_avg"].numpy(),
                 state["exp_avg_sq"].numpy(), state["step"].view(1).numpy()))
-        return self._host[1]
+        return self._host[2]
 
     def _make_state(self) -> None:
         """The state torch's fused Adam makes on its first step."""
