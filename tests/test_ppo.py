@@ -48,6 +48,13 @@ def test_rollout_storage_and_transition_view_shapes():
     rollout["reward"][2, 3] = 4.0
     assert view["obs"][2, 3, 0] == 9.0 and view["reward"][2, 3] == 4.0  # views, not copies
     assert all(view[name].data_ptr() == rollout[name].data_ptr() for name in rollout.fields)
+    # collection writes through NumPy views of the fields, also of a field set anew
+    rollout["reward"] = torch.zeros(5, 7)
+    rollout.position[:] = 2
+    slots = rollout.batch_slots(slice(0, 5))
+    slots.store_transition({"reward": np.arange(5, dtype=np.float32), "terminal": np.zeros(5, bool),
+                            "truncation": np.zeros(5, bool)})
+    assert torch.equal(rollout["reward"][:, 1], torch.arange(5.0))
 
 
 def test_iterate_minibatches_covers_every_transition_once():

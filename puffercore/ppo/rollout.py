@@ -81,6 +81,8 @@ class RolloutBuffer:
 
     def __setitem__(self, name: str, tensor: torch.Tensor) -> None:
         self.fields[name] = tensor
+        if self.host and name in self.field_arrays:  # collection writes the new tensor
+            self.field_arrays[name] = tensor.numpy()
 
     def reset(self) -> None:
         """Every row back to slot 0 (the envs were reset: nothing carries over)."""
