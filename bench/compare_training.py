@@ -3,6 +3,7 @@
     python bench/compare_training.py              # both, one after the other
     python bench/compare_training.py --only puffercore --seed 3
     python bench/compare_training.py --compile-rounds 3   # puffercore eager vs compiled, alternating
+    python bench/compare_training.py --cleanrl-script ppo.py --cleanrl-python OLD_GYM_VENV/bin/python
 
 Each side runs in its own subprocess (clean torch thread settings and imports) and
 stops when the mean return of its last 20 finished episodes reaches 475 (gymnasium's
@@ -20,6 +21,12 @@ uses every core by default, which on a small machine shared with other jobs make
 threads thrash (SB3 measured 11 s here when the machine was quiet, 110-120 s under load);
 `--sb3-torch-threads 1` runs it the way puffercore runs torch for a small MLP.
 
+`--cleanrl-script PATH/ppo.py`: a third side, CleanRL's ppo.py from its repository run as
+it is (its defaults: 4 gym CartPole-v1 envs x 128 steps), in the interpreter
+`--cleanrl-python` names: an environment with the gym it imports. Its version of
+2f4172e imports gym's old API: `pip install "gym==0.23.1" "numpy<2" pygame tensorboard
+torch` in a separate virtual environment.
+
 `--compile-rounds N`: the end-to-end row of the compiled update (`--compile`): the
 puffercore side with its loss eager and compiled, in N alternating rounds, medians of
 time to solve (the compile included: a user waits for it) and steps per second.
@@ -33,6 +40,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 SOLVED = 475.0
@@ -105,15 +113,71 @@ def run_sb3(seed: int, max_steps: int, torch_threads: int = 0) -> dict:
                       f"{torch.get_num_threads()} torch threads"}
 
 
+class _Solved(BaseException):
+    """Raised out of CleanRL's script when its logged returns reach SOLVED."""
+
+
+def run_cleanrl(seed: int, max_steps: int, script: str) -> dict:
+    """CleanRL's ppo.py as it is, run in this interpreter (one with the gym its version
+    imports), stopped when the mean of its last WINDOW logged episodic returns reaches
+    SOLVED. It logs the first finished episode of each vector step, so its window spans
+    a few more episodes than it counts. Torch and gym are imported before the clock
+    starts, as the other sides' are."""
+    import re
+    import runpy
+
+    import gym  # noqa: F401
+    import torch  # noqa: F401
+
+    returns: list[float] = []
+    solved: dict = {}
+    last_step = [0]
+
+    class Log:
+        def write(self, text: str) -> int:
+            for match in re.finditer(r"global_step=(\d+), episodic_return=\[?([-0-9.e+]+)", text):
+                last_step[0] = int(match.group(1))
+                returns.append(float(match.group(2)))
+                if len(returns) >= WINDOW and sum(returns[-WINDOW:]) / WINDOW >= SOLVED:
+                    solved.update(seconds=time.perf_counter() - start, steps=last_step[0])
+                    raise _Solved
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    sys.argv = [script, "--seed", str(seed), "--cuda", "false", "--total-timesteps", str(max_steps)]
+    stdout, sys.stdout = sys.stdout, Log()
+    start = time.perf_counter()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except _Solved:
+        pass
+    finally:
+        sys.stdout = stdout
+    seconds = time.perf_counter() - start
+    window = returns[-WINDOW:]
+    return {"solved_seconds": solved.get("seconds"), "solved_steps": solved.get("steps"), "steps": last_step[0],
+            "seconds": seconds, "sps": last_step[0] / seconds,
+            "final_return": sum(window) / len(window) if window else None,
+            "config": f"CleanRL {os.path.basename(script)} as it is (4 envs x 128 steps, 4 minibatches, "
+                      f"4 epochs, gym {sys.modules['gym'].__version__}), {sys.modules['torch'].get_num_threads()} "
+                      f"torch threads"}
+
+
 RUNNERS = {"puffercore": run_puffercore, "sb3": run_sb3}
 
 
-def _in_subprocess(name: str, seed: int, max_steps: int, torch_threads: int, compile_setting: str = "") -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "--only", name, "--seed", str(seed),
+def _in_subprocess(name: str, seed: int, max_steps: int, torch_threads: int, compile_setting: str = "",
+                   python: str = sys.executable, script: str = "") -> dict:
+    command = [python, os.path.abspath(__file__), "--only", name, "--seed", str(seed),
                "--max-steps", str(max_steps), "--torch-threads", str(torch_threads), "--json"]
     if compile_setting:
         command += ["--compile", compile_setting]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    if script:
+        command += ["--cleanrl-script", os.path.abspath(script)]
+    with tempfile.TemporaryDirectory() as directory:  # where a side's logs go (CleanRL's runs/)
+        output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=directory).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
@@ -146,7 +210,7 @@ def _format(value, pattern: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=sorted(RUNNERS), help="run one side in this process")
+    parser.add_argument("--only", choices=sorted([*RUNNERS, "cleanrl"]), help="run one side in this process")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=0, help="step cap per side (default 500k puffercore, 300k sb3)")
     parser.add_argument("--sb3-torch-threads", type=int, default=0,
@@ -157,12 +221,24 @@ def main() -> None:
     parser.add_argument("--compile-rounds", type=int, default=0,
                         help="puffercore eager vs compiled in this many alternating rounds, instead of SB3")
     parser.add_argument("--json", action="store_true", help="print one JSON line (with --only)")
+    parser.add_argument("--cleanrl-script", default="",
+                        help="CleanRL's ppo.py, from its repository: a third side, run as it is")
+    parser.add_argument("--cleanrl-python", default=sys.executable,
+                        help="the interpreter of an environment with the gym CleanRL's script imports "
+                             "(and torch, tensorboard); default this one")
     args = parser.parse_args()
-    caps = {"puffercore": args.max_steps or 500_000, "sb3": args.max_steps or 300_000}
+    caps = {"puffercore": args.max_steps or 500_000, "sb3": args.max_steps or 300_000,
+            "cleanrl": args.max_steps or 500_000}
 
     if args.only:
-        result = (run_puffercore(args.seed, caps["puffercore"], args.torch_threads, args.compile)
-                  if args.only == "puffercore" else run_sb3(args.seed, caps["sb3"], args.torch_threads))
+        if args.only == "cleanrl":
+            if not args.cleanrl_script:
+                parser.error("--only cleanrl needs --cleanrl-script")
+            result = run_cleanrl(args.seed, caps["cleanrl"], args.cleanrl_script)
+        elif args.only == "puffercore":
+            result = run_puffercore(args.seed, caps["puffercore"], args.torch_threads, args.compile)
+        else:
+            result = run_sb3(args.seed, caps["sb3"], args.torch_threads)
         print(json.dumps(result) if args.json else result)
         return
     if args.compile_rounds > 0:
@@ -173,8 +249,12 @@ def main() -> None:
           f"{os.cpu_count()} CPUs (shared machine: other jobs may be running; load average "
           f"{os.getloadavg()[0]:.1f})")
     results = {}
-    for name in RUNNERS:
-        results[name] = _in_subprocess(name, args.seed, caps[name], args.sb3_torch_threads if name == "sb3" else 0)
+    for name in [*RUNNERS, *(["cleanrl"] if args.cleanrl_script else [])]:
+        if name == "cleanrl":
+            results[name] = _in_subprocess(name, args.seed, caps[name], 0, python=args.cleanrl_python,
+                                           script=args.cleanrl_script)
+        else:
+            results[name] = _in_subprocess(name, args.seed, caps[name], args.sb3_torch_threads if name == "sb3" else 0)
         result = results[name]
         print(f"{name:>11}: solved in {_format(result['solved_seconds'], '.2f')} s, "
               f"{_format(result['solved_steps'], ',')} steps; {result['sps']:,.0f} steps/s end to end "
@@ -185,6 +265,10 @@ def main() -> None:
         print(f"ratio sb3/puffercore: wall-clock to solve {theirs['solved_seconds'] / ours['solved_seconds']:.1f}x, "
               f"steps to solve {theirs['solved_steps'] / ours['solved_steps']:.2f}x")
     print(f"ratio puffercore/sb3: steps per second {ours['sps'] / theirs['sps']:.1f}x")
+    cleanrl = results.get("cleanrl")
+    if cleanrl and ours["solved_seconds"] and cleanrl["solved_seconds"]:
+        print(f"ratio cleanrl/puffercore: wall-clock to solve {cleanrl['solved_seconds'] / ours['solved_seconds']:.1f}x, "
+              f"steps to solve {cleanrl['solved_steps'] / ours['solved_steps']:.2f}x")
 
 
 if __name__ == "__main__":
