@@ -163,6 +163,12 @@ def test_native_clipped_step_rejects_mismatched_buffers():
         _adam.clipped_step(values, values, values, values, step, np.array([0, 3]), *arguments, norms)
     with pytest.raises(ValueError, match="one value a group"):
         _adam.clipped_step(values, values, values, values, step, np.array([0, 2, 4]), *arguments, norms)
+    with pytest.raises(ValueError, match="step must hold 1 value"):
+        _adam.clipped_step(values, values, values, values, np.zeros(2, np.float32), np.array([0, 4]), *arguments, norms)
+    with pytest.raises(ValueError, match="bounds must hold at least 2 offsets"):
+        _adam.clipped_step(values, values, values, values, step, np.array([0]), *arguments, np.zeros(0, np.float32))
+    with pytest.raises(ValueError, match="Buffer dtype mismatch"):
+        _adam.clipped_step(values.astype(np.float64), values, values, values, step, np.array([0, 4]), *arguments, norms)
     with pytest.raises(ValueError, match="must not decrease"):
         _adam.clipped_step(values, values, values, values, step, np.array([0, 5, 4]), *arguments,
                            np.zeros(2, np.float32))

@@ -194,11 +194,9 @@ class BatchSlots:
             for name, value in values.items():
                 target[name][at] = value
             return
-        at = self.row_ids[selected]
-        if slots is not None:
-            at = (at, slots[selected])
+        at = (self.row_ids[selected],) if slots is None else (self.row_ids[selected], slots[selected])
         if not rollout.host:
-            at = tuple(torch.as_tensor(part, device=rollout.device) for part in (at if slots is not None else (at,)))
+            at = tuple(torch.as_tensor(part, device=rollout.device) for part in at)
             selected = torch.as_tensor(selected, device=rollout.device)
         for name, value in values.items():
             target[name][at] = value[selected]
