@@ -25,8 +25,10 @@ import time
 from puffercore import checkpoint
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.trainer import Trainer
+from puffercore.results import add_record_flag, record
 from puffercore.run import checkpoint_path
 
+GAME_NAMES = {"connect4": "Connect4", "tictactoe": "TicTacToe", "azul": "Azul"}
 EARLIER = dict(inference_precision="float32", inference_trace=False, solve=False, evaluation_cache=0)
 ROWS = {
     "earlier (all four off)": EARLIER,
@@ -80,6 +82,7 @@ def main() -> None:
     parser.add_argument("--carry-slots", type=int, nargs="+", default=None,
                         help="slot counts of the carry_games rows, each in float32 and bf16 (default: 4x the "
                              "preset's parallel games)")
+    add_record_flag(parser)
     args = parser.parse_args()
     overrides = {"simulations": args.simulations} if args.simulations else {}
     network_state = None
@@ -118,6 +121,13 @@ def main() -> None:
     baseline = best["earlier (all four off)"]
     for name, value in best.items():
         print(f"  {name:36s} {value:10.0f} positions/min   {value / baseline:5.2f}x")
+    preset = best["puffercore preset (all four)"]
+    record(args.record, measure=f"alphazero_selfplay_{args.game}",
+           title=f"AlphaZero self-play, {GAME_NAMES[args.game]}, {'trained' if args.checkpoint else 'untrained'} "
+                 f"{config.channels}x{config.blocks} network, {config.games_per_iteration} games, "
+                 f"{config.simulations} simulations",
+           value=round(preset / 1000, 1), unit="k positions/min", peer="float32 eager search, every technique off",
+           peer_value=round(baseline / 1000, 1), ratio=preset / baseline)
     print(f"{args.game} training, batch {config.batch_size}, {config.torch_threads} torch threads")
     for name, value in steps.items():
         print(f"  {name:36s} {value:10.1f} steps/s         {value / steps['float32 (earlier)']:5.2f}x")

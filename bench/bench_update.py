@@ -59,6 +59,7 @@ from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, Trainer, make_optimizer
 from puffercore.ppo.config import ATARI_PRESET, MUJOCO_PRESET
 from puffercore.ppo.flat_adam import clip_grad_norm
+from puffercore.results import add_record_flag, record
 
 LEARNING_RATE = 2.5e-4
 
@@ -132,10 +133,13 @@ def timed_learn(trainer: Trainer, seconds: float) -> tuple[float, float]:
 COMPARISONS = {"compile": (("eager", "false", "float32", "autograd"), ("compiled", "true", "float32", "autograd")),
                "precision": (("float32", "false", "float32", "autograd"), ("bfloat16", "false", "bfloat16", "autograd")),
                "backward": (("autograd", "false", "float32", "autograd"), ("by hand", "false", "float32", "auto"))}
+PRESET_NAMES = {"cartpole": "CartPole", "snake": "Snake", "mujoco": "MuJoCo", "atari": "Atari"}
+# --compare -> the measure its records name, after the preset
+MEASURES = {"compile": "ppo_update_compiled", "precision": "ppo_update_bf16", "backward": "ppo_update"}
 
 
 def compare_updates(names: list[str], comparison: str, rounds: int, seconds: float, threads: int,
-                    device: str) -> None:
+                    device: str, record_path: str | None = None) -> None:
     for name in names:
         trainers = {label: preset_trainer(name, compile_setting, threads, precision, backward, device)
                     for label, compile_setting, precision, backward in COMPARISONS[comparison]}
@@ -158,6 +162,12 @@ def compare_updates(names: list[str], comparison: str, rounds: int, seconds: flo
                   f"minibatch{f'; compiled in {compiled:.1f} s' if compiled else ''})")
             print(f"  {first_label} / {second_label}: {first / second:.2f}x wall, {first_cpu / second_cpu:.2f}x CPU",
                   flush=True)
+            record(record_path, measure=f"{MEASURES[comparison]}_{name}",
+                   title=f"PPO update, {PRESET_NAMES[name]} preset ({minibatches:g} minibatches of "
+                         f"{first_trainer.config.minibatch_size}), {second_label}, {torch.get_num_threads()} torch "
+                         f"threads, {device}",
+                   value=round(second, 2), unit="ms", peer=first_label, peer_value=round(first, 2),
+                   ratio=first / second)
         finally:
             for trainer in trainers.values():
                 trainer.close()
@@ -207,7 +217,7 @@ def mujoco_pair(batch: int):
 POLICIES = {"atari": (atari_pair, 256), "mujoco": (mujoco_pair, 64)}
 
 
-def compare_cleanrl(names: list[str], batch: int, rounds: int, seconds: float) -> None:
+def compare_cleanrl(names: list[str], batch: int, rounds: int, seconds: float, record_path: str | None = None) -> None:
     for name in names:
         make_pair, preset_batch = POLICIES[name]
         torch.manual_seed(0)
@@ -225,6 +235,11 @@ def compare_cleanrl(names: list[str], batch: int, rounds: int, seconds: float) -
             print(f"  {side:14s} {value:8.2f} ms")
         ours_ms, theirs_ms = median.values()
         print(f"  CleanRL's way / puffercore: {theirs_ms / ours_ms:.2f}x")
+        record(record_path, measure=f"cleanrl_update_{name}",
+               title=f"one {PRESET_NAMES[name]} minibatch step ({len(observations)} rows), "
+                     f"{torch.get_num_threads()} torch threads",
+               value=round(ours_ms, 2), unit="ms", peer="CleanRL's way (default layout, torch's Adam)",
+               peer_value=round(theirs_ms, 2), ratio=theirs_ms / ours_ms)
 
 
 def timed_steps(step, seconds: float) -> float:
@@ -236,7 +251,7 @@ def timed_steps(step, seconds: float) -> float:
     return (time.perf_counter() - start) / count * 1e6
 
 
-def compare_optimizer(names: list[str], rounds: int, seconds: float) -> None:
+def compare_optimizer(names: list[str], rounds: int, seconds: float, record_path: str | None = None) -> None:
     """FlatAdam.clipped_step (on the CPU one native call: puffercore._adam) against the
     torch ops the update ran before (flat_adam.clip_grad_norm per parameter group, then
     the fused Adam kernel), on copies of each preset's policy with the same gradients."""
@@ -267,6 +282,10 @@ def compare_optimizer(names: list[str], rounds: int, seconds: float) -> None:
         for side, value in median.items():
             print(f"  {side:14s} {value:8.1f} us")
         print(f"  torch ops / clipped_step: {median['torch ops'] / median['clipped_step']:.2f}x")
+        record(record_path, measure=f"clipped_step_{name}",
+               title=f"clip and Adam step (`FlatAdam.clipped_step`), {PRESET_NAMES[name]} preset",
+               value=round(median["clipped_step"], 1), unit="us", peer="torch's clip and fused Adam",
+               peer_value=round(median["torch ops"], 1), ratio=median["torch ops"] / median["clipped_step"])
 
 
 def main() -> None:
@@ -285,17 +304,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: see above)")
     parser.add_argument("--device", default="cpu", help="the trainers' device (cuda: the policy and rollout there)")
+    add_record_flag(parser)
     args = parser.parse_args()
     if args.batch < 0 or args.seconds < 0 or args.rounds < 1 or args.threads < 0:
         parser.error("--batch must be >= 0, --seconds >= 0, --rounds >= 1, --threads >= 0")
     if args.optimizer:
-        compare_optimizer(args.presets, args.rounds, args.seconds or 1.0)
+        compare_optimizer(args.presets, args.rounds, args.seconds or 1.0, args.record)
     elif args.cleanrl:
         if args.threads:
             torch.set_num_threads(args.threads)
-        compare_cleanrl(args.policies, args.batch, args.rounds, args.seconds or 5.0)
+        compare_cleanrl(args.policies, args.batch, args.rounds, args.seconds or 5.0, args.record)
     else:
-        compare_updates(args.presets, args.compare, args.rounds, args.seconds or 3.0, args.threads, args.device)
+        compare_updates(args.presets, args.compare, args.rounds, args.seconds or 3.0, args.threads, args.device,
+                        args.record)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import tempfile
 import time
 from typing import NamedTuple
 
+from puffercore.results import add_record_flag, record
+
 WINDOW = 20
 
 
@@ -197,6 +199,19 @@ def _plot(results: dict, path: str) -> None:
     figure.savefig(path, dpi=100)
 
 
+def _record(path: str | None, task: str, steps: int, seeds: int, overrides: dict, summary: dict) -> None:
+    """The task's record: puffercore's final return (mean +- std over seeds), SB3's beside it."""
+    def shown(side: str) -> str:
+        mean, _, std = summary[side]
+        return f"{_shown(mean)} +- {_shown(std)}"
+
+    sb3 = "sb3" in summary and summary["sb3"][0] is not None
+    record(path, measure=f"learning_{task.split('-')[0].lower()}",
+           title=f"final return, {task}, {steps:,} steps, {seeds} seeds", value=shown("puffercore"), unit="",
+           peer="stable-baselines3, rl-zoo settings" if sb3 else "", peer_value=shown("sb3") if sb3 else None,
+           notes=", ".join(f"{name}={value}" for name, value in overrides.items()))
+
+
 def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str, str]], seeds: int,
             png: str, description: str, sides: tuple[str, ...] = ("puffercore", "sb3")) -> None:
     """The command line of a comparison script (this one, compare_mujoco.py): every run
@@ -213,6 +228,7 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
                         help="runs at once, each its own process (wall times then count the shared machine)")
     parser.add_argument("--png", default=png, help=f"learning curves (default {png})")
     parser.add_argument("--one", nargs=4, metavar=("SIDE", "TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
+    add_record_flag(parser)
     args = parser.parse_args()
     if args.one:
         side, task, seed, steps = args.one
@@ -248,7 +264,7 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
             finals = [run["final"] for run in runs if run["final"] is not None]
             mean, std = _mean_std(finals) if finals else (None, None)
             seconds = sum(run["seconds"] for run in runs) / len(runs)
-            summary[side] = (mean, seconds)
+            summary[side] = (mean, seconds, std)
             print(f"{task:<14} {steps:>9,} steps  {side:>17}: {_shown(mean)} +- {_shown(std)}  "
                   f"(seeds: {', '.join(_shown(run['final']) for run in runs)}), {seconds:6.1f} s per run "
                   f"[{runs[0]['settings']}]", flush=True)
@@ -259,6 +275,8 @@ def compare(script: str, tasks: dict[str, Task], reference: tuple[str, dict[str,
         if task in references:
             comparison.append(f"{label} {references[task]}")
         print(f"{task:<14} " + "; ".join(comparison), flush=True)
+        if "puffercore" in sides and summary["puffercore"][0] is not None:
+            _record(args.record, task, steps, args.seeds, tasks[task].puffercore, summary)
     _plot(results, args.png)
     print(f"learning curves: {args.png}")
 

@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 
 import puffercore.vector  # noqa: E402
 from puffercore.ocean import Busy, CartPole, NativeEnv  # noqa: E402
+from puffercore.results import add_record_flag, record  # noqa: E402
 from puffercore.testing import CountingEnv  # noqa: E402
 
 POOL = 16
@@ -353,6 +354,10 @@ def python_env_ratios(args):
                 ratio_line("processes x2 / SyncVectorEnv, CartPole-v1 256", rates["processes x2"], peer, 1.6)
                 ratio_line("staggered x2 / processes x2, CartPole-v1 256", rates["staggered x2"],
                            rates["processes x2"], 1.0)
+                record(args.record, measure="gymnasium_cartpole_processes",
+                       title="gymnasium CartPole-v1, 256 envs, `processes` backend, 2 workers",
+                       value=round(rates["processes x2"] / 1e3, 1), unit="k steps/s", peer="gymnasium SyncVectorEnv",
+                       peer_value=round(peer / 1e3, 1), ratio=rates["processes x2"] / peer)
 
 
 def targets(args, results):
@@ -418,6 +423,19 @@ def targets(args, results):
               f"{1e6 * workers / steps_per_s:.2f} us per recv() + send()")
 
 
+def record_cartpole(args, results, n=4096):
+    """The C CartPole's records at `n` envs, where both sides were measured."""
+    rows = (("cartpole_vector_1thread", f"C CartPole, {n} envs, 1 thread", "native 1 thread",
+             "gymnasium CartPoleVectorEnv (NumPy)", "gym NumPy"),
+            ("cartpole_vector_threads", f"C CartPole, {n} envs, `threads` backend, {args.workers} workers", "threads",
+             "EnvPool", "envpool"))
+    for measure, title, ours, peer, theirs in rows:
+        if (ours, n) in results and (theirs, n) in results:
+            record(args.record, measure=measure, title=title, value=round(results[(ours, n)] / 1e6, 2),
+                   unit="M steps/s", peer=peer, peer_value=round(results[(theirs, n)] / 1e6, 2),
+                   ratio=results[(ours, n)] / results[(theirs, n)])
+
+
 def plot(results, path):
     import matplotlib
 
@@ -447,6 +465,7 @@ def main():
     parser.add_argument("--no-targets", action="store_true", help="skip the target comparisons")
     parser.add_argument("--python-only", action="store_true",
                         help="only the Python-env ratios against gymnasium's SyncVectorEnv")
+    add_record_flag(parser)
     args = parser.parse_args()
     args.envs = [int(n) for n in args.envs.split(",")]
     if args.python_only:
@@ -469,6 +488,8 @@ def main():
     print(f"env throughput on {os.cpu_count()} cores, {args.workers} workers, {args.seconds} s per cell")
     results = run_table(args, table_rows(args, native_creator, python_creator, gym_env_fn))
     print_table(results, args.envs)
+    if args.env is None:
+        record_cartpole(args, results)
     if args.env is None and not args.no_targets:
         targets(args, results)
     if args.plot:

@@ -43,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from puffercore.results import add_record_flag, record
+
 SOLVED = 475.0
 WINDOW = 20
 
@@ -226,7 +228,10 @@ def main() -> None:
     parser.add_argument("--cleanrl-python", default=sys.executable,
                         help="the interpreter of an environment with the gym CleanRL's script imports "
                              "(and torch, tensorboard); default this one")
+    add_record_flag(parser)
     args = parser.parse_args()
+    if args.record and (args.only or args.compile_rounds > 0):
+        parser.error("--record records the side-by-side run: leave out --only and --compile-rounds")
     caps = {"puffercore": args.max_steps or 500_000, "sb3": args.max_steps or 300_000,
             "cleanrl": args.max_steps or 500_000}
 
@@ -261,6 +266,9 @@ def main() -> None:
               f"({result['steps']:,} steps in {result['seconds']:.2f} s; last return "
               f"{_format(result['final_return'], '.1f')}) [{result['config']}]", flush=True)
     ours, theirs = results["puffercore"], results["sb3"]
+    sb3_threads = args.sb3_torch_threads or os.cpu_count()
+    peers = {"sb3": ("stable-baselines3", f"stable-baselines3, rl-zoo settings, {sb3_threads} torch threads"),
+             "cleanrl": ("CleanRL's ppo.py run as it is", "CleanRL ppo.py, its defaults and gym")}
     if ours["solved_seconds"] and theirs["solved_seconds"]:
         print(f"ratio sb3/puffercore: wall-clock to solve {theirs['solved_seconds'] / ours['solved_seconds']:.1f}x, "
               f"steps to solve {theirs['solved_steps'] / ours['solved_steps']:.2f}x")
@@ -269,6 +277,12 @@ def main() -> None:
     if cleanrl and ours["solved_seconds"] and cleanrl["solved_seconds"]:
         print(f"ratio cleanrl/puffercore: wall-clock to solve {cleanrl['solved_seconds'] / ours['solved_seconds']:.1f}x, "
               f"steps to solve {cleanrl['solved_steps'] / ours['solved_steps']:.2f}x")
+    for name, (against, peer) in peers.items():
+        if name in results and ours["solved_seconds"] and results[name]["solved_seconds"]:
+            record(args.record, measure=f"cartpole_time_to_475_{name}", title=f"PPO on CartPole to 475 vs {against}",
+                   value=round(ours["solved_seconds"], 2), unit="s", peer=peer,
+                   peer_value=round(results[name]["solved_seconds"], 2),
+                   ratio=results[name]["solved_seconds"] / ours["solved_seconds"], notes=f"seed {args.seed}")
 
 
 if __name__ == "__main__":
