@@ -3,7 +3,7 @@
 validates arguments; this layer only converts and releases the GIL while native code
 steps or waits."""
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int64_t
 from libcpp.vector cimport vector
 
 cimport engine
@@ -17,11 +17,11 @@ cdef class ThreadEngine:
     cdef object owner  # keeps the env array (and its buffers) alive while workers run
 
     def __cinit__(self, owner, size_t spec_address, size_t envs_address, int64_t num_envs,
-                  int num_workers, int num_units, int64_t spin_ns, cpus=()):
+                  int num_workers, int num_batches, int64_t spin_ns, cpus=()):
         cdef vector[int] cpu_list = list(cpus)
         self.owner = owner
         self.handle = new engine.Engine(<const PcEnvSpec*>spec_address, <void*>envs_address,
-                                        num_envs, num_workers, num_units, spin_ns, cpu_list)
+                                        num_envs, num_workers, num_batches, spin_ns, cpu_list)
 
     def __dealloc__(self):
         if self.handle != NULL:
@@ -39,23 +39,26 @@ cdef class ThreadEngine:
         with nogil:
             self.handle.step_all()
 
-    def send(self, const int32_t[::1] units):
+    def send(self, int batch):
         with nogil:
-            self.handle.send(&units[0], <int>units.shape[0])
+            self.handle.send(batch)
 
-    def recv(self, int32_t[::1] units_out):
+    def recv(self):
+        """The id of the oldest batch in flight, once all its envs have stepped."""
+        cdef int batch
         with nogil:
-            self.handle.recv(&units_out[0], <int>units_out.shape[0])
+            batch = self.handle.recv()
+        return batch
 
-    def take_logs(self, const int32_t[::1] units=None):
-        """The episode-log sums the workers gathered for `units` (default: all) since
+    def take_logs(self, batch=None):
+        """The episode-log sums the workers gathered for `batch` (default: all) since
         last taken, as float64[PC_LOG_SLOTS]; taking clears them."""
         sums = np.zeros(PC_LOG_SLOTS, dtype=np.float64)
         cdef double[::1] out = sums
-        if units is None:
+        if batch is None:
             self.handle.take_all_logs(&out[0])
-        elif units.shape[0]:
-            self.handle.take_logs(&units[0], <int>units.shape[0], &out[0])
+        else:
+            self.handle.take_logs(batch, &out[0])
         return sums
 
     @property

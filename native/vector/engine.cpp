@@ -22,29 +22,26 @@ static uint32_t wait_for_change(const std::atomic<uint32_t>& word, uint32_t old,
   return value;
 }
 
-Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_units,
+Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_workers, int num_batches,
                int64_t spin_ns, std::vector<int> cpus)
-    : spec_(spec), envs_(envs), num_units_(num_units), spin_ns_(spin_ns) {
-  if (num_workers <= 0 || num_units <= 0 || num_envs % num_units != 0 || num_units % num_workers != 0)
-    throw std::invalid_argument("engine: num_units must divide num_envs and be a multiple of num_workers");
-  units_.reset(new Unit[num_units]);
-  ring_.reset(new std::atomic<int32_t>[num_units]);
-  int64_t envs_per_unit = num_envs / num_units;
-  for (int u = 0; u < num_units; u++) {
+    : spec_(spec), envs_(envs), num_workers_(num_workers), num_batches_(num_batches), spin_ns_(spin_ns) {
+  if (num_workers <= 0 || num_batches <= 0 || num_envs % (int64_t(num_batches) * num_workers) != 0)
+    throw std::invalid_argument("engine: num_batches * num_workers must divide num_envs");
+  num_units_ = num_batches * num_workers;
+  units_.reset(new Unit[num_units_]);
+  batches_.reset(new Batch[num_batches]);
+  int64_t envs_per_unit = num_envs / num_units_;
+  for (int u = 0; u < num_units_; u++) {
     units_[u].begin = u * envs_per_unit;
     units_[u].end = (u + 1) * envs_per_unit;
-    ring_[u].store(0, std::memory_order_relaxed);
-    all_units_.push_back(u);
-    finished_.push_back(0);
   }
+  fifo_.assign(num_batches, 0);
+  sent_.assign(num_batches, false);
   for (int w = 0; w < num_workers; w++) {
     auto worker = std::make_unique<Worker>();
     worker->index = w;
     workers_.push_back(std::move(worker));
   }
-  wake_.assign(num_workers, false);
-  returned_.assign(num_units, false);
-  dispatched_.reserve(num_units);
   for (int w = 0; w < num_workers; w++) {
     Worker* worker = workers_[w].get();
     try {
@@ -82,118 +79,118 @@ void Engine::close() {
 }
 
 void Engine::worker_loop(Worker* worker) {
-  const int num_workers = static_cast<int>(workers_.size());
   uint32_t seen = 0;
   while (true) {
     seen = wait_for_change(worker->signal, seen, spin_ns_);
     if (stopping_.load(std::memory_order_acquire)) return;
     // Several sends may have landed since the last wake-up: run every pending unit, its
-    // own first (the same envs each time, warm in this core's cache), then any other
-    // worker's still unclaimed. Without the second pass a staggered batch whose units
-    // all belong to one worker (recv returns whichever finish first) is stepped by
-    // that worker alone while the others sleep, and it stays that way batch after batch.
-    for (int u = worker->index; u < num_units_; u += num_workers) run_if_pending(u);
-    for (int u = 0; u < num_units_; u++)
-      if (u % num_workers != worker->index) run_if_pending(u);
+    // own first, then any other worker's still unclaimed, so a batch whose owner is
+    // busy (or has no core) is not left waiting on it.
+    while (run_oldest(worker->index, num_workers_)) {
+    }
+    while (run_oldest(0, 1)) {
+    }
   }
 }
 
-bool Engine::any_unclaimed() const {
-  for (int32_t u : dispatched_)
-    if (units_[u].command.load(std::memory_order_relaxed) != kNone) return true;
-  return false;
-}
-
-bool Engine::run_if_pending(int32_t u) {
-  // Exchanging the command claims the unit, so a worker and the caller never both run it.
-  if (units_[u].command.exchange(kNone, std::memory_order_acq_rel) != kStep) return false;
-  pc_step_range(spec_, envs_, units_[u].begin, units_[u].end);
-  pc_drain_logs(spec_, envs_, units_[u].begin, units_[u].end, units_[u].log_sums);
-  publish(u);
+bool Engine::run_oldest(int first, int stride) {
+  // The pending unit of the earliest send among first, first + stride, ...: the caller
+  // waits for batches in the order it sent them.
+  int oldest = -1;
+  uint64_t oldest_ticket = 0;
+  for (int u = first; u < num_units_; u += stride) {
+    uint64_t ticket = units_[u].ticket.load(std::memory_order_relaxed);
+    if (ticket != 0 && (oldest < 0 || ticket < oldest_ticket)) oldest = u, oldest_ticket = ticket;
+  }
+  if (oldest < 0) return false;
+  run_if_pending(oldest);  // another thread may claim it first: the caller's loop looks again
   return true;
 }
 
-void Engine::publish(int32_t unit) {
-  uint32_t ticket = claimed_.fetch_add(1, std::memory_order_relaxed);
-  ring_[ticket % num_units_].store(unit + 1, std::memory_order_release);
-  published_.fetch_add(1, std::memory_order_release);
-  published_.notify_one();
+bool Engine::run_if_pending(int u) {
+  // Exchanging the ticket claims the unit, so a worker and the caller never both run it.
+  if (units_[u].ticket.exchange(0, std::memory_order_acq_rel) == 0) return false;
+  pc_step_range(spec_, envs_, units_[u].begin, units_[u].end);
+  pc_drain_logs(spec_, envs_, units_[u].begin, units_[u].end, units_[u].log_sums);
+  finish(u / num_workers_);
+  return true;
 }
 
-void Engine::dispatch(const int32_t* units, int count, Command command, bool caller_is_worker0) {
+void Engine::finish(int batch) {
+  // Only the batch's last unit wakes the caller: it waits for the count to reach zero.
+  if (batches_[batch].remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) batches_[batch].remaining.notify_one();
+}
+
+void Engine::check_batch(int batch) const {
+  if (batch < 0 || batch >= num_batches_) throw std::out_of_range("engine: batch id out of range");
+}
+
+void Engine::dispatch(int batch, bool caller_is_worker0) {
   if (closed_) throw std::logic_error("engine is closed");
-  if (in_flight_ + count > num_units_) throw std::logic_error("engine: more units sent than exist");
-  int num_workers = static_cast<int>(workers_.size());
-  std::fill(wake_.begin(), wake_.end(), false);
-  for (int i = 0; i < count; i++) {
-    units_[units[i]].command.store(command, std::memory_order_release);
-    wake_[units[i] % num_workers] = true;
-    dispatched_.push_back(units[i]);
-  }
-  // Every unit may run on a worker of its own: wake the owners, then idle workers up
-  // to one per unit, which take the units their busy owners have not claimed yet.
-  int woken = static_cast<int>(std::count(wake_.begin(), wake_.end(), true));
-  for (int w = caller_is_worker0 ? 1 : 0; w < num_workers && woken < count; w++) {
-    if (!wake_[w]) wake_[w] = true, woken++;
-  }
-  // Wake each worker once, after all its units are marked.
-  for (int w = caller_is_worker0 ? 1 : 0; w < num_workers; w++) {
-    if (!wake_[w]) continue;
+  check_batch(batch);
+  if (sent_[batch]) throw std::logic_error("engine: batch sent while already in flight");
+  uint64_t ticket = ++next_ticket_;
+  batches_[batch].remaining.store(num_workers_, std::memory_order_relaxed);
+  for (int w = 0; w < num_workers_; w++)  // the release publishes `remaining` to whoever claims
+    units_[batch * num_workers_ + w].ticket.store(ticket, std::memory_order_release);
+  // Every worker owns a unit of every batch: wake each once.
+  for (int w = caller_is_worker0 ? 1 : 0; w < num_workers_; w++) {
     workers_[w]->signal.fetch_add(1, std::memory_order_release);
     workers_[w]->signal.notify_one();
   }
-  in_flight_ += count;
+  fifo_[(head_ + in_flight_) % num_batches_] = batch;
+  sent_[batch] = true;
+  in_flight_++;
 }
 
-void Engine::send(const int32_t* units, int count) { dispatch(units, count, kStep, false); }
+void Engine::send(int batch) { dispatch(batch, false); }
 
-void Engine::recv(int32_t* units_out, int count) {
-  if (count > in_flight_) throw std::logic_error("engine: recv of more units than in flight");
-  uint32_t target = consumed_ + static_cast<uint32_t>(count);
-  uint32_t published = published_.load(std::memory_order_acquire);
+int Engine::recv() {
+  if (in_flight_ == 0) throw std::logic_error("engine: recv with no batch in flight");
+  int batch = fifo_[head_];
+  Unit* units = &units_[batch * num_workers_];
+  auto unclaimed = [&] {
+    for (int w = 0; w < num_workers_; w++)
+      if (units[w].ticket.load(std::memory_order_relaxed) != 0) return true;
+    return false;
+  };
   // Workers that are awake claim their units within a few hundred nanoseconds; give
   // them that long. Units still unclaimed after it belong to workers that are asleep
-  // or have no core: the caller runs those itself, oldest sends first, so no unit waits
-  // behind newer ones. When workers + 1 outnumber cores this keeps every core stepping.
-  for (int i = 0; i < kClaimWaitPauses && any_unclaimed(); i++) PC_CPU_PAUSE();
-  for (size_t i = 0; i < dispatched_.size() && static_cast<int32_t>(published - target) < 0; i++) {
-    if (run_if_pending(dispatched_[i])) published = published_.load(std::memory_order_acquire);
-  }
-  while (static_cast<int32_t>(published - target) < 0) published = wait_for_change(published_, published, kCallerSpinNs);
-  for (int i = 0; i < count; i++) {
-    std::atomic<int32_t>& slot = ring_[(consumed_ + i) % num_units_];
-    int32_t value;
-    // A later ticket may be published before an earlier one's slot is written.
-    while ((value = slot.load(std::memory_order_acquire)) == 0) PC_CPU_PAUSE();
-    slot.store(0, std::memory_order_relaxed);
-    units_out[i] = value - 1;
-    returned_[value - 1] = true;
-  }
-  dispatched_.erase(std::remove_if(dispatched_.begin(), dispatched_.end(), [this](int32_t u) { return returned_[u]; }),
-                    dispatched_.end());
-  for (int i = 0; i < count; i++) returned_[units_out[i]] = false;
-  consumed_ = target;
-  in_flight_ -= count;
+  // or have no core: the caller runs those itself. When workers + 1 outnumber cores
+  // this keeps every core stepping.
+  for (int i = 0; i < kClaimWaitPauses && unclaimed(); i++) PC_CPU_PAUSE();
+  for (int w = 0; w < num_workers_; w++) run_if_pending(batch * num_workers_ + w);
+  std::atomic<uint32_t>& remaining = batches_[batch].remaining;
+  for (uint32_t left; (left = remaining.load(std::memory_order_acquire)) != 0;)
+    wait_for_change(remaining, left, kCallerSpinNs);
+  head_ = (head_ + 1) % num_batches_;
+  sent_[batch] = false;
+  in_flight_--;
+  return batch;
 }
 
-void Engine::take_logs(const int32_t* units, int count, double* out) {
-  for (int i = 0; i < count; i++) {
-    if (units[i] < 0 || units[i] >= num_units_) throw std::out_of_range("engine: unit id out of range");
-    double* sums = units_[units[i]].log_sums;
+void Engine::take_logs(int batch, double* out) {
+  check_batch(batch);
+  for (int u = batch * num_workers_; u < (batch + 1) * num_workers_; u++) {
+    double* sums = units_[u].log_sums;
     for (int k = 0; k < PC_LOG_SLOTS; k++) out[k] += sums[k];
     std::fill(sums, sums + PC_LOG_SLOTS, 0.0);
   }
 }
 
+void Engine::take_all_logs(double* out) {
+  for (int b = 0; b < num_batches_; b++) take_logs(b, out);
+}
+
 void Engine::step_all() {
-  if (in_flight_ != 0) throw std::logic_error("engine: step while units are in flight; recv them first");
+  if (in_flight_ != 0) throw std::logic_error("engine: step while batches are in flight; recv them first");
   // A synchronous caller has nothing else to do: it takes worker 0's place (worker 0
   // stays asleep) and steps worker 0's units, so W workers mean W stepping threads,
   // not W + 1 competing for the cores; recv() then helps with whatever is unclaimed.
-  dispatch(all_units_.data(), num_units_, kStep, true);
-  const int num_workers = static_cast<int>(workers_.size());
-  for (int u = 0; u < num_units_; u += num_workers) run_if_pending(u);
-  recv(finished_.data(), num_units_);
+  for (int b = 0; b < num_batches_; b++) dispatch(b, true);
+  while (run_oldest(0, num_workers_)) {
+  }
+  while (in_flight_) recv();
 }
 
 }  // namespace puffercore

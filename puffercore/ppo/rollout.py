@@ -131,7 +131,7 @@ class RolloutBuffer:
 class BatchSlots:
     """One batch's rows of a RolloutBuffer and the slot each writes next. Usually every
     row of a batch is at the same slot (one basic-indexing write per field); rows at
-    different slots (a threads backend mixing batches) take the scattered path."""
+    different slots (a processes backend mixing batches) take the scattered path."""
 
     def __init__(self, rollout: RolloutBuffer, rows: slice | np.ndarray):
         self.rollout, self.rows = rollout, rows

@@ -26,10 +26,11 @@ name too, plus two more:
     batch.rows                 # those rows of the vector's buffers: a slice, or an index array
     batch.env_ids              # the envs of the batch, ascending; each owns its consecutive rows
 
-When the batch's envs are one block of rows (always for synchronous use and on serial),
+When the batch's envs are one block of rows (always on serial and threads, and for
+synchronous use),
 its arrays are zero-copy views of the vector's buffers, `rows` is a slice, and the
-views stay valid until the next `send`/`step`. A scattered batch (threads and processes,
-when envs finish out of order) is gathered into staging copies, valid until the next
+views stay valid until the next `send`/`step`. A scattered batch (processes, when
+workers finish out of order) is gathered into staging copies, valid until the next
 `recv`, and `rows` is an index array: `vec.final_observations[batch.rows]` equals
 `batch.final_observations` either way. A final observation is meaningful in the rows
 that ended (`term | trunc`): the last observation of the ended episode, whose first

@@ -2,11 +2,13 @@
 array on worker threads, straight into the env's NumPy buffers, with the GIL released.
 
 The creator is called ONCE as `env_creator(num_envs=M, **env_kwargs)` and must return
-a `puffercore.ocean.NativeEnv` (an ocean env or your own C env): its M sub-envs are cut
-into units of equal size; with W workers and batch_size N there are W * (M / N) units,
-so a batch is W units, one per worker, and every worker keeps stepping while the caller
-computes actions for the previous batch. Sub-env j is seeded from (seed, j) exactly as
-in the serial backend, so trajectories match it bit for bit.
+a `puffercore.ocean.NativeEnv` (an ocean env or your own C env). With batch_size N its M
+sub-envs form M / N fixed batches of consecutive envs, batch b being envs [b*N, (b+1)*N)
+as in the serial backend; each batch is cut into one slice per worker, and the workers
+step the batches the caller sent while it computes actions for the one it holds.
+Batches come back in the order they were sent, each a view of one block of the
+buffers: recv neither gathers nor scatters rows. Sub-env j is seeded from (seed, j)
+exactly as in the serial backend, so trajectories match it bit for bit.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import collections
 import os
 
-import numpy as np
 
 from puffercore._engine import ThreadEngine
 from puffercore.checks import check_int
@@ -45,7 +46,6 @@ class Threads(VectorEnv):
                 f"num_workers must divide {batching}={batch_size} (each worker steps an equal share of "
                 f"every batch), got {num_workers}"
             )
-        num_units = num_workers * num_batches
         cpus = _affinity(thread_affinity)
         self._default_seed = check_seed(seed)
 
@@ -75,22 +75,19 @@ class Threads(VectorEnv):
         self.batch_size = batch_size
         self.num_creator_envs = num_envs
         self.num_workers = num_workers
-        self.envs_per_unit = num_envs // num_units
-        self.rows_per_unit = self.num_agents // num_units
-        self.units_per_batch = num_workers
         try:  # the OS may refuse threads: RuntimeError naming the one that failed
             self._engine = ThreadEngine(
-                env, env.spec_address, env.envs_address, num_envs, num_workers, num_units, SPIN_NANOSECONDS, cpus
+                env, env.spec_address, env.envs_address, num_envs, num_workers, num_batches, SPIN_NANOSECONDS, cpus
             )
         except BaseException:
             env.close()
             raise
         env.stepped_by = type(self).__name__  # env.close() refuses while the engine holds its array
-        self._units = np.empty(num_units, dtype=np.int32)
-        self._ready: collections.deque[int] = collections.deque()  # reset but not yet returned
-        self._batch_units: np.ndarray | None = None  # the units the last recv returned
-        self._batch_rows: slice | np.ndarray = slice(0)  # and their rows
-        self._batcher = Batcher(self.buffers, num_units, self.envs_per_unit, num_workers)
+        self._num_batches = num_batches
+        self._ready: collections.deque[int] = collections.deque()  # batches reset but not yet returned
+        self._held: int | None = None  # the batch the last recv returned, awaiting its actions
+        self._rows: slice = slice(0)  # and its rows
+        self._batcher = Batcher(self.buffers, num_batches, batch_size, 1)
 
     # ---- vector API (same contract as Serial) --------------------------------------
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
@@ -100,38 +97,25 @@ class Threads(VectorEnv):
             seed = self._default_seed
         self._wait_in_flight()
         self.env.reset(seed=seed, options=options)
-        self._ready = collections.deque(range(len(self._units)))
-        self._batch_units = None
+        self._ready = collections.deque(range(self._num_batches))
+        self._held = None
         self._has_reset = True
 
     def send(self, actions) -> None:
         self._check_stepping("send")
-        if self._batch_units is None:
+        if self._held is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
-        units, rows = self._batch_units, self._batch_rows
-        if isinstance(rows, slice):
-            self.env.write_actions(actions, rows.start, rows.stop)
-        else:
-            # Through the env too: an env may check more than its action space does
-            # (Connect4 rejects full columns).
-            self.env.write_unit_actions(actions, units, self.rows_per_unit)
-        self._engine.send(units)
-        self._batch_units = None
+        self.env.write_actions(actions, self._rows.start, self._rows.stop)
+        self._engine.send(self._held)
+        self._held = None
 
     def recv(self):
         self._check_open("recv")
-        if self._batch_units is not None or (not self._ready and not self._engine.in_flight):
+        if self._held is not None or (not self._ready and not self._engine.in_flight):
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
-        count = self.units_per_batch
-        units = self._units[:count]
-        from_reset = min(count, len(self._ready))
-        for i in range(from_reset):
-            units[i] = self._ready.popleft()
-        if from_reset < count:
-            self._engine.recv(units[from_reset:])
-        units = np.sort(units)
-        batch = self._batcher.batch(units, self.env.log_info(self._engine.take_logs(units)))
-        self._batch_units, self._batch_rows = units, batch.rows
+        held = self._ready.popleft() if self._ready else self._engine.recv()
+        batch = self._batcher.batch((held,), self.env.log_info(self._engine.take_logs(held)))
+        self._held, self._rows = held, batch.rows
         return batch
 
     def step(self, actions):
@@ -140,7 +124,7 @@ class Threads(VectorEnv):
         self._check_stepping("step")
         self.env.write_actions(actions, 0, self.num_agents)
         self._ready.clear()
-        self._batch_units = None
+        self._held = None
         self._engine.step_all()
         return self.observations, self.rewards, self.terminals, self.truncations, self.env.log_info(self._engine.take_logs())
 
@@ -156,11 +140,8 @@ class Threads(VectorEnv):
 
     # ---- helpers ----------------------------------------------------------------------
     def _wait_in_flight(self) -> None:
-        in_flight = self._engine.in_flight
-        if in_flight:
-            units = np.empty(in_flight, dtype=np.int32)
-            self._engine.recv(units)
-            self._engine.take_logs(units)  # episodes ended in steps the caller never received
+        while self._engine.in_flight:
+            self._engine.take_logs(self._engine.recv())  # episodes ended in steps the caller never received
 
 
 def _affinity(thread_affinity) -> list[int]:
