@@ -173,7 +173,7 @@ PRESETS = {
     # forward; every example is trained on about 1.5 times per mirror image; the value
     # target mixes in the root's search value, its result discounted per move left (so
     # faster wins and slower losses rank first), and the rate decays over the run. The
-    # measurements behind each choice are in docs/design.md ("AlphaZero presets").
+    # measurements behind each choice: docs/experiments/2026-11-alphazero.md.
     "connect4": dict(channels=32, blocks=3, games_per_iteration=256, parallel_games=256, simulations=64,
                      dirichlet_alpha=1.0, temperature_moves=8, replay_capacity=100_000, batch_size=128,
                      learning_rate=2e-3, lr_decay="cosine", search_value_weight=0.5, value_discount=0.97,
@@ -183,15 +183,14 @@ PRESETS = {
     # Returns are score margins / 100 (mostly within +-0.2), so PUCT normalizes Q and the
     # value loss is weighted up. UCT rollouts of whole Azul games are slow, so evaluation
     # is sparse and its baseline searches less. The trained agent plays with 1600
-    # simulations, 32 times self-play's: search at play is much of its strength (4 players
-    # against greedy bots over four seeds: 36-57% won at 200, 52-64% at 800, 59-69% at
-    # 1600) and cheap (about 0.13 s a move on one core); evaluating during training every
+    # simulations, 32 times self-play's: search at play is much of its strength and cheap
+    # (docs/experiments/2026-11-alphazero.md); evaluating during training every
     # 100 iterations keeps its share of a run small. The checkpoint (the replay with it) is
     # large, so it is written every 10 iterations. Self-play stays on one thread (a
     # second splits the batch more than it overlaps), and on one torch thread: a second
     # intra-op thread slowed the 64-row forwards and the training steps on two vCPUs.
     # No evaluation cache: chance draws make Azul's positions rarely repeat, so keying every
-    # leaf costs more than it saves (bench_alphazero_selfplay.py --game azul: 0.67x alone).
+    # leaf costs more than it saves (bench_alphazero_selfplay.py --game azul).
     "azul": dict(channels=128, blocks=2, games_per_iteration=64, parallel_games=64, simulations=50,
                  self_play_threads=1, torch_threads=1, evaluation_cache=0,
                  normalize_values=True, dirichlet_alpha=0.3, temperature_moves=12, replay_capacity=100_000,

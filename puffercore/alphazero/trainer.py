@@ -64,8 +64,8 @@ class Trainer:
         self.network = build_network(config)
         if self.network.convolutional:  # oneDNN's fast layout for CPU convolutions, bf16 above all
             self.network.to(memory_format=torch.channels_last)
-        # Training takes bf16 for MLPs too, unlike inference: Azul's 3-player MLP trained in
-        # bf16 won 37.6% against greedy bots where float32 won 22-27% (docs/design.md).
+        # Training takes bf16 for MLPs too, unlike inference: Azul's 3-player MLP learned
+        # more in bf16 (docs/experiments/2026-11-alphazero.md).
         self.train_dtype = resolve_precision(config.train_precision, convolutional=True)
         self.group.broadcast_parameters(self.network)
         parameters = self.network.parameters()

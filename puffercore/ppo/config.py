@@ -163,7 +163,7 @@ PPOConfig.__doc__ += field_docs(PPOConfig)
 # registry: any env can be trained, see puffercore.env_sources). CartPole is tuned for
 # wall-clock time to solve on a small CPU (an Optuna search over seeds 1-5): short
 # rollouts of many envs, several cheap updates of a small MLP per rollout, and it stays
-# solved to the end (docs/design.md, section 5, has the runs that chose it). Connect4 and Azul play
+# solved to the end (the runs that chose it: docs/experiments/2026-11-ppo-presets.md). Connect4 and Azul play
 # their built-in opponents; the action mask in their observations is applied by the policy.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
@@ -176,11 +176,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     "snake": dict(
         total_timesteps=5_000_000, num_envs=512, horizon=64, minibatch_size=8192,
-        # Its big matmuls bound the update: compiled, 0.9-1.1x (bench_update.py), which does
-        # not repay a cold compile (20-25 s) in a default run's 38 updates.
+        # Its big matmuls bound the update, which compiling does not speed up enough to repay
+        # a cold compile in a default run's 38 updates (bench_update.py).
         learning_rate=3e-3, hidden_size=128, compile="false",
-        # bf16 autocast where native: 1.35-1.41x end to end, returns 2.67 / 3.79 against
-        # float32's 2.57 / 2.95 at 5M steps (seeds 1 / 2; docs/design.md section 7).
+        # bf16 autocast where native: faster end to end and learns as well over 5M steps
+        # (bench_update.py --compare precision; docs/experiments/2026-11-ppo-presets.md).
         precision="auto",
     ),
     "squared": dict(
@@ -223,9 +223,9 @@ MUJOCO_TASK_PRESETS: dict[str, dict[str, Any]] = {
 # ppo_atari.py settings: 8 envs x 128 steps, 4 epochs of 4 minibatches (256), lr 2.5e-4
 # annealed, clip 0.1, the Nature CNN shared by actor and critic (ppo.DefaultPolicy picks the
 # CNN for the uint8 frame stack), 10M steps; Python envs, so the processes backend.
-# precision "auto": bf16 autocast where the CPU computes it natively, its convolutions'
-# update 1.94x float32's; Breakout over 942k steps (seed 1) ended at 19.05 in 44 min where
-# float32 ended at 15.65 in 57 (docs/design.md section 7).
+# precision "auto": bf16 autocast where the CPU computes it natively, which runs the
+# convolutions' update faster and learned Breakout no worse than float32
+# (bench_update.py --compare precision; docs/experiments/2026-11-ppo-presets.md).
 ATARI_PRESET: dict[str, Any] = dict(
     total_timesteps=10_000_000, backend="processes", num_envs=8, horizon=128, minibatch_size=256, update_epochs=4,
     learning_rate=2.5e-4, anneal_lr=True, clip_coef=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,

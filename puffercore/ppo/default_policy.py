@@ -62,7 +62,7 @@ def nature_cnn(image_shape: tuple[int, int, int], output_size: int = 512) -> nn.
     with torch.no_grad():
         flat_size = convs(torch.zeros(1, *image_shape)).shape[1]
     # Channels-last filters (and inputs, Policy.features): oneDNN's faster convolutions
-    # on CPU: an update of 256 frames on 2 cores went from 122 to 88 ms (bench/bench_update.py).
+    # on CPU (bench/bench_update.py --cleanrl).
     return nn.Sequential(*convs, layer_init(nn.Linear(flat_size, output_size), math.sqrt(2)), nn.ReLU()).to(
         memory_format=torch.channels_last)
 

@@ -4,9 +4,9 @@ MLP policy: the update's fast path where autograd's bookkeeping is most of the c
     gradients = MLPGradients.for_policy(policy, optimizer, config)   # None: not this policy
     losses = gradients(minibatch)   # ppo_loss's scalars; every parameter's gradient written
 
-A small MLP's update is launch-bound: for the CartPole preset's 32-wide actor and
-critic, autograd launched about 790 ops a minibatch, a few microseconds each, around
-matmuls that take less (docs/design.md, "Where a PPO update's time goes"). The loss of a
+A small MLP's update is launch-bound: autograd launches hundreds of ops a minibatch, a
+few microseconds each, around matmuls that take less (bench/bench_update.py --compare
+backward; docs/experiments/2026-11-ppo-update.md). The loss of a
 tanh or ReLU MLP with a categorical or Gaussian head has a short closed-form gradient:
 
     d log p(a) / d logits = onehot(a) - p          d H / d logits = -p (log p + H)

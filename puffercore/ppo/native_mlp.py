@@ -8,9 +8,8 @@ collection's forward and sampling in one call, and the update's forward and back
     native.backward(d_params, d_value)            # into the gradients of set_gradients
 
 A small MLP's forward in eager torch is a dozen module calls of a few microseconds each
-around matmuls that take less: for the CartPole preset's 32-wide actor and critic on a
-batch of 128 rows, forward and sampling took 46 us in C against 153 in torch
-(bench/bench_rollout_inference.py; docs/design.md, "Where a PPO update's time goes"). The
+around matmuls that take less, so C wins for policies up to 64 wide
+(bench/bench_rollout_inference.py; docs/experiments/2026-11-ppo-update.md). The
 parameters are read in place (numpy views of the torch parameters, renewed when a
 parameter's storage moves), so every optimizer step is seen without a copy.
 
@@ -35,9 +34,8 @@ from puffercore._mlp import MLP
 from puffercore.ppo.default_policy import DefaultPolicy
 
 ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
-# Wider layers are matmul-bound, where MKL's kernels beat these: Snake's 128-wide policy
-# at 2048 rows ran forward and sampling 0.53x as fast in C as eager torch
-# (bench/bench_rollout_inference.py, 2026-11-27).
+# Wider layers are matmul-bound, where MKL's kernels beat these: C wins up to 64 wide
+# (bench/bench_rollout_inference.py --presets cartpole snake).
 MAX_WIDTH = 64
 
 

@@ -52,11 +52,9 @@ from puffercore.vector.process_worker import (
 # process costs tens of microseconds on a virtual machine, so a waiter spins long when
 # every process has a core of its own; when workers and caller outnumber the cores a
 # spinning process takes the core a CPU-bound Python env needs, so it sleeps almost at
-# once (bench/compare_throughput.py measured both: 78 -> 35 us per empty step with one
-# worker on 2 cores, and 166 -> 367 us with two workers if they spin too). Workers
-# still spin long for a caller that sends its commands quickly (process_worker's
-# _next_spin): 2 workers x 128 CartPole-v1 envs on 2 cores, 200k -> 226k steps/s with
-# nothing between steps, and no loss (134k -> 141k) with a 500 us CPU policy between them.
+# once (bench/compare_throughput.py measures both cases). Workers still spin long for a
+# caller that sends its commands quickly (process_worker's _next_spin), which pays with
+# nothing between steps and costs nothing with a CPU policy between them.
 SPIN_SECONDS_OWN_CORE = 200e-6
 SPIN_SECONDS_SHARED_CORE = 5e-6
 # "spawn": a fresh interpreter per worker. "fork" copies the caller, locks held by its

@@ -461,7 +461,7 @@ static inline void azul_play(Azul* azul, int32_t action) {
  * for each unfinished line, what finishing it would score on that wall / 20 [5]. A
  * network could learn these from the bits above, but the rules make them deep functions
  * of the bits, and computed they make the value's main term, the score margin to come,
- * and the moves' worth nearly linear in the input (docs/design.md has the A/Bs). */
+ * and the moves' worth nearly linear in the input (the A/Bs: docs/experiments/2026-11-alphazero.md). */
 static inline void azul_observe(const Azul* azul, int32_t observer, float* out) {
     memset(out, 0, AZUL_OBS_SIZE * sizeof(float));
     const int n = azul->num_players;
