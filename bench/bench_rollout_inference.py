@@ -35,6 +35,7 @@ import torch
 from puffercore.inference import InferenceCopy, native_bf16
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.native_mlp import NativeMLPPolicy
+from puffercore.results import add_record_flag, record
 
 # name: (observation space, action space, policy keywords, rows per batch)
 POLICIES = {
@@ -83,6 +84,7 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", choices=sorted(POLICIES), default=list(POLICIES))
     parser.add_argument("--seconds", type=float, default=0.5, help="per way and round")
     parser.add_argument("--rounds", type=int, default=3)
+    add_record_flag(parser)
     args = parser.parse_args()
     if args.seconds <= 0 or args.rounds < 1:
         parser.error("--seconds must be > 0 and --rounds >= 1")
@@ -109,6 +111,12 @@ def main() -> None:
               f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (compiled in {compile_seconds:.1f} s)")
         for way, (wall, cpu) in medians.items():
             print(f"  {way:15s} {wall:9.1f} us, {cpu:9.1f} us CPU  (eager / this: {eager_cpu / cpu:.2f}x CPU)")
+        if "native" in medians:
+            native_cpu, torch_cpu = medians["native"][1], medians["inference mode"][1]
+            record(args.record, measure=f"rollout_inference_{name}",
+                   title=f"rollout forward + sampling, the {name} preset's policy ({rows} rows), 1 thread, CPU time",
+                   value=round(native_cpu, 1), unit="us", peer="eager torch, inference mode",
+                   peer_value=round(torch_cpu, 1), ratio=torch_cpu / native_cpu)
 
 
 if __name__ == "__main__":
