@@ -5,7 +5,7 @@ Single thread: played by the native engine in a C loop, through the Python view
 (tests/azul_reference.py). Each row plays fresh games from seeds 0, 1, ...; the ratios
 are native and view games/s over the reference's.
 
-Through the vector engine: the RL env puffercore.ocean.Azul with opponent="random", so
+Through the vector engine: the RL env puffercore.ocean.AzulEnv with opponent="random", so
 every seat plays uniformly random legal moves as above; the agent's move is drawn from
 the action masks of all envs at once in NumPy (argmax of pooled uniform noise times the
 mask, which picks uniformly among the legal moves), and each env step plays the agent's
@@ -29,7 +29,7 @@ import numpy as np
 
 import puffercore
 from puffercore.azul import Azul, random_games
-from puffercore.ocean import Azul as AzulEnv
+from puffercore.ocean import AzulEnv
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 import azul_reference as reference  # noqa: E402
@@ -128,7 +128,7 @@ def main():
               f"{native_gps / reference_gps:9.0f}x {view_gps / reference_gps:7.1f}x   ({moves:.0f} moves/game)")
         rates[num_players] = native_gps, reference_gps
 
-    print(f"\nRL env puffercore.ocean.Azul, {args.vector_envs} envs, random agent vs random opponents:")
+    print(f"\nRL env puffercore.ocean.AzulEnv, {args.vector_envs} envs, random agent vs random opponents:")
     print(f"{'players':>7} {'env, 1 thread':>22} {'threads x2':>22} {'threads/1':>10} {'threads/native':>15} "
           f"{'threads/py':>11}")
     for num_players in (2, 3, 4):

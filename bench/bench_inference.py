@@ -1,4 +1,4 @@
-"""Inference copies (`puffercore.inference.InferenceCopy`) against the network they copy,
+"""Inference copies (`puffercore.frozen_copy.FrozenCopy`) against the network they copy,
 side by side: microseconds per position of a batched forward pass in eager float32 PyTorch
 (what a trainer without them runs) and in the copy, float32 (batch norms folded) and
 bfloat16 (where the CPU computes it natively), each run eagerly and as the frozen
@@ -20,7 +20,8 @@ import torch
 
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
 from puffercore.alphazero.network import build_network
-from puffercore.inference import InferenceCopy, native_bf16
+from puffercore.frozen_copy import FrozenCopy
+from puffercore.precision import native_bf16
 
 NETWORKS = {"connect4": {}, "azul": {}}  # overrides of each game's AlphaZero preset network
 
@@ -55,7 +56,7 @@ def main() -> None:
         config = AlphaZeroConfig.for_game(game, **NETWORKS[game])
         network = trained_looking(build_network(config))
         shape, actions = GAMES[game]().observation_shape, GAMES[game]().num_actions
-        copies = {f"{precision} copy, {'traced' if trace else 'eager'}": InferenceCopy(network, precision, trace=trace)
+        copies = {f"{precision} copy, {'traced' if trace else 'eager'}": FrozenCopy(network, precision, trace=trace)
                   for precision in ("float32", "bfloat16") for trace in (False, True)}
         for batch in args.batches:
             rng = np.random.default_rng(batch)

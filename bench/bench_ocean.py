@@ -25,7 +25,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # noqa: E402
 
-from puffercore.ocean import Azul, CartPole, Connect4, Snake, Squared  # noqa: E402
+from puffercore.ocean import AzulEnv, CartPole, Connect4Env, Snake, Squared  # noqa: E402
 
 POOL = 64
 ENVS = {
@@ -33,8 +33,8 @@ ENVS = {
     "CartPole continuous": (CartPole, {"continuous": True}),
     "Squared": (Squared, {}),
     "Snake (4 snakes/env)": (Snake, {}),
-    "Connect4 (heuristic)": (Connect4, {"illegal_move": "lose"}),
-    "Connect4 (random)": (Connect4, {"opponent": "random", "illegal_move": "lose"}),
+    "Connect4 (heuristic)": (Connect4Env, {"illegal_move": "lose"}),
+    "Connect4 (random)": (Connect4Env, {"opponent": "random", "illegal_move": "lose"}),
 }
 
 
@@ -162,7 +162,7 @@ def main():
         print(f"  PettingZoo connect_four_v3 unavailable ({error}); puffercore alone:")
         theirs = None
     for num_envs in (1, 4096):
-        ours = masked_rate(Connect4, {"agent_first": True}, num_envs, args.seconds, args.repeats)
+        ours = masked_rate(Connect4Env, {"agent_first": True}, num_envs, args.seconds, args.repeats)
         line = f"  {num_envs:4d} envs  puffercore {fmt(ours)}"
         if theirs is not None:
             line += f"   PettingZoo connect_four_v3 (1 env) {fmt(theirs)}   ratio {ours[0] / theirs[0]:8.1f}x"
@@ -172,7 +172,7 @@ def main():
           " see bench/bench_azul.py):")
     for num_players in (2, 4):
         for num_envs in (1, 256, 4096):
-            rate = masked_rate(Azul, {"num_players": num_players}, num_envs, args.seconds, args.repeats)
+            rate = masked_rate(AzulEnv, {"num_players": num_players}, num_envs, args.seconds, args.repeats)
             print(f"  {num_players} players {num_envs:4d} envs  puffercore {fmt(rate)}")
 
 

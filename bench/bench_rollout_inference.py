@@ -6,7 +6,7 @@ machine may be shared).
 
 - eager: the policy itself under torch.no_grad (what collection runs).
 - inference mode: the same under torch.inference_mode.
-- copy float32 / copy bfloat16: `puffercore.inference.InferenceCopy` of the policy
+- copy float32 / copy bfloat16: `puffercore.frozen_copy.FrozenCopy` of the policy
   (AlphaZero's evaluator): a frozen copy, bf16 weights where the CPU computes bf16.
 - compiled: the policy's forward under torch.compile (sampling eager: it takes the
   trainer's torch.Generator).
@@ -32,9 +32,10 @@ import gymnasium
 import numpy as np
 import torch
 
-from puffercore.inference import InferenceCopy, native_bf16
+from puffercore.frozen_copy import FrozenCopy
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.native_mlp import NativeMLPPolicy
+from puffercore.precision import native_bf16
 from puffercore.results import add_record_flag, record
 
 # name: (observation space, action space, policy keywords, rows per batch)
@@ -60,10 +61,10 @@ def ways(policy: DefaultPolicy):
 
     compiled = torch.compile(policy, dynamic=False)
     result = {"eager": sampled(policy, torch.no_grad), "inference mode": sampled(policy, torch.inference_mode),
-              "copy float32": sampled(InferenceCopy(policy, "float32"), torch.inference_mode),
+              "copy float32": sampled(FrozenCopy(policy, "float32"), torch.inference_mode),
               "compiled": sampled(compiled, torch.no_grad)}
     if native_bf16():
-        result["copy bfloat16"] = sampled(InferenceCopy(policy, "bfloat16"), torch.inference_mode)
+        result["copy bfloat16"] = sampled(FrozenCopy(policy, "bfloat16"), torch.inference_mode)
     native = NativeMLPPolicy.for_policy(policy)
     if native is not None:
         result["native"] = lambda observations, generator: native.act(observations.numpy(), generator)

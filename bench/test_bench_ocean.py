@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
-from puffercore.ocean import CartPole, Connect4, Snake, Squared
+from puffercore.ocean import CartPole, Connect4Env, Snake, Squared
 
 pytest.importorskip("pytest_benchmark")
 
 STEPS = 64
 # Random columns include full ones, which Connect4 must be told to accept (as losses).
 ENVS = {"CartPole": (CartPole, {}), "Squared": (Squared, {}), "Snake": (Snake, {}),
-        "Connect4": (Connect4, {"illegal_move": "lose"})}
+        "Connect4": (Connect4Env, {"illegal_move": "lose"})}
 
 
 def run_steps(step, actions):

@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 # Attribute -> module that defines it (None: the attribute is the submodule itself).
 _LAZY = {
     "Buffers": "puffercore.env", "GymnasiumView": "puffercore.env", "PufferEnv": "puffercore.env",
-    **{name: None for name in ("advantage", "alphazero", "checkpoint", "emulation", "envs", "games", "ocean",
-                               "ppo", "run", "spaces", "transforms", "vector")},
+    **{name: None for name in ("advantage", "alphazero", "checkpoint", "emulation", "env_sources", "games",
+                               "ocean", "ppo", "run", "spaces", "transforms", "vector")},
 }
 
 

@@ -16,6 +16,8 @@
     puffercore sweep sweep.toml --trials 20 --jobs 2   # Optuna search over a config's [sweep] table
     puffercore alphazero connect4 --minutes 30      # AlphaZero self-play training
     puffercore play connect4 --checkpoint runs/alphazero-connect4-...
+    puffercore judge connect4 runs/alphazero-connect4-... --simulations 1 50 400   # a solver scores its moves
+    puffercore strength runs/alphazero-azul-... --opponents greedy uct --games 400   # win rates against bots
 
 Every PPOConfig field is a flag, named --GROUP.FIELD (run-group fields have no prefix),
 with dashes or underscores.
@@ -32,6 +34,7 @@ import sys
 import puffercore
 from puffercore import env_sources, ppo
 from puffercore.alphazero import cli as alphazero_cli
+from puffercore.judges import cli as judges_cli
 from puffercore.flags import add_dataclass_flags, dataclass_overrides
 from puffercore.ppo.config import SWEEP_TABLE, read_config_file
 from puffercore.ppo.export import FORMATS as EXPORT_FORMATS
@@ -296,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
     sweep.set_defaults(handler=_sweep, command_parser=sweep)
     alphazero_cli.add_commands(commands)
+    judges_cli.add_commands(commands)
     return parser
 
 

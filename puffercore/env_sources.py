@@ -27,7 +27,7 @@ from typing import Any, Callable
 import gymnasium
 
 OCEAN_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory",
-              "connect4": "Connect4", "azul": "Azul"}
+              "connect4": "Connect4Env", "azul": "AzulEnv"}
 GYMNASIUM_PREFIX = "gymnasium:"
 ATARI_PREFIX = "atari:"  # atari:GAME and ALE/GAME-v5 are AtariEnv, preprocessed (gymnasium:ALE/... is the raw env)
 

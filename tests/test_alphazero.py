@@ -23,7 +23,7 @@ from puffercore.alphazero.replay import ReplayBuffer, value_targets
 from puffercore.alphazero.self_play import play_games
 from puffercore.alphazero.trainer import SEED_NAMES, Trainer, train
 from puffercore.env import derive_seed
-from puffercore.inference import native_bf16
+from puffercore.precision import native_bf16
 from puffercore.games import Azul, Connect4, TicTacToe
 
 

@@ -1,31 +1,41 @@
-"""The Connect4 judges in bench/: the perfect-solver judge (bitbully) and the strength
-script's OpenSpiel MCTSBot side, on a tiny checkpoint (the 30-minute runs they measure
-are not run here)."""
+"""The judges (puffercore.judges): the perfect-solver Connect4 judge (bitbully) and the
+strength command's bots, OpenSpiel's MCTSBot among them, on a tiny checkpoint (the
+30-minute runs they measure are not run here); records from --record; the commands'
+help and their one-line answer without the bench extra."""
 
-import importlib.util
-import os
+import json
+import subprocess
 import sys
 
 import pytest
 
+from puffercore.__main__ import main
 from puffercore.alphazero.config import AlphaZeroConfig
 from puffercore.alphazero.evaluation import AlphaZeroAgent, play_against
 from puffercore.alphazero.trainer import train
-
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
-
-pytest.importorskip("bitbully")
-
-
-def bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
+from puffercore.judges import connect4 as judge
+from puffercore.judges import strength
+from puffercore.results import read_records
 
 
-judge = bench_module("connect4_judge")
+def test_help_works_and_a_missing_solver_is_one_line(tmp_path):
+    """Without bitbully and OpenSpiel (their imports blocked): --help works, and using them
+    names the extra to install in one line."""
+    block = "import sys; sys.modules['bitbully'] = sys.modules['pyspiel'] = None; from puffercore.__main__ import main; "
+    for command in (["judge", "--help"], ["judge", "connect4", "--help"], ["strength", "--help"]):
+        done = subprocess.run([sys.executable, "-c", block + f"main({command!r})"], capture_output=True, text=True)
+        assert done.returncode == 0 and "usage: puffercore" in done.stdout, done.stderr
+    done = subprocess.run([sys.executable, "-c", block + "main(['judge', 'connect4', 'solver', '--cache', ''])"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        'puffercore judge connect4: the Connect4 judge needs the solver bitbully: pip install "puffercore[bench]"']
+
+
+def test_openspiel_opponent_without_openspiel_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspiel", None)  # import pyspiel now raises ImportError
+    with pytest.raises(ImportError, match=r'needs OpenSpiel: pip install "puffercore\[bench\]"'):
+        strength.OpenSpielMCTS(10, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +50,7 @@ def tiny_connect4_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def solver():
+    pytest.importorskip("bitbully")
     return judge.Judge()
 
 
@@ -79,30 +90,55 @@ def test_the_solver_side_is_perfect_and_random_play_is_not(solver):
     assert random["decisive_keeps_result"] < 1.0 and random["optimal"] < 1.0
 
 
-def test_judge_runs_on_a_checkpoint_at_every_simulation_count(tiny_connect4_run, tmp_path, capsys):
-    arguments = [tiny_connect4_run, "--simulations", "1", "8", "--positions", "10", "--sources", "random", "strong",
-                 "--threads", "1", "--cache", str(tmp_path)]
-    results = judge.main(arguments)
-    assert judge.main(arguments) == results  # the second time from the cache
+def test_judge_runs_on_a_checkpoint_at_every_simulation_count(solver, tiny_connect4_run, tmp_path, capsys):
+    arguments = ([tiny_connect4_run], [1, 8], ["random", "strong"], 10)
+    results = judge.judge(*arguments, threads=1, cache=str(tmp_path))
+    assert judge.judge(*arguments, threads=1, cache=str(tmp_path)) == results  # the second time from the cache
     for simulations in (1, 8):
         for source in ("random", "strong", "all"):
             result = results[(tiny_connect4_run, simulations, source)]
             assert 0.0 <= result["optimal"] <= result["keeps_result"] <= 1.0
     assert results[(tiny_connect4_run, 8, "all")]["positions"] == 20
     assert "8 sims" in capsys.readouterr().out
+    cached = tmp_path / "random-10-seed0.json"
+    cached.write_text(json.dumps([[[3, 3, 3, 3, 3, 3, 3], {"0": 1}]] * 10))  # a full column played again
+    with pytest.raises(ValueError, match="random-10-seed0.json: not a cached position set"):
+        judge.judge(*arguments, threads=1, cache=str(tmp_path))
+    with pytest.raises(ValueError, match="sources must be among"):
+        judge.judge([tiny_connect4_run], [1], ["randm"], 10, cache="")
+
+
+def test_the_commands_record_their_results(solver, tiny_connect4_run, tmp_path, capsys):
+    """`puffercore judge connect4 ... --record PATH` and `puffercore strength ... --record
+    PATH` append checked records that name the command that reproduces them."""
+    records = str(tmp_path / "results.jsonl")
+    main(["judge", "connect4", tiny_connect4_run, "solver", "--simulations", "1", "--positions", "5", "--sources",
+          "random", "--threads", "1", "--cache", "", "--record", records])
+    main(["strength", tiny_connect4_run, "--opponents", "random", "--games", "2", "--simulations", "2",
+          "--threads", "1", "--record", records])
+    main(["strength", "greedy", "--opponents", "random", "--games", "2", "--record", records])
+    written = read_records(records)
+    assert [entry["measure"] for entry in written] == [
+        "connect4_judge_1_simulations", "alphazero_connect4_vs_random_2_simulations", "azul_greedy_vs_random_2p"]
+    assert written[0]["command"] == (f"puffercore judge connect4 {tiny_connect4_run} solver --simulations 1 "
+                                     "--sources random --positions 5 --seed 0")
+    assert 0 <= written[1]["value"] <= 100 and written[1]["unit"] == "% won"
+    output = capsys.readouterr().out
+    assert "agent 2 simulations vs random: win" in output and "greedy vs random, 2 players, 2 games:" in output
 
 
 def test_openspiel_mctsbot_follows_the_game_and_plays_both_seats(tiny_connect4_run):
     pytest.importorskip("pyspiel")
-    strength = bench_module("alphazero_strength")
     agent = AlphaZeroAgent.load(tiny_connect4_run)
     rates = play_against(agent, lambda seed: strength.OpenSpielMCTS(50, seed), games=4, seed=0, simulations=4)
     assert rates["win"] + rates["draw"] + rates["loss"] == pytest.approx(1.0)
     # 50 solving rollout simulations beat a 4-simulation search with an untrained network.
     assert rates["loss"] >= 0.5
-    results = strength.main([tiny_connect4_run, "--opponents", "openspiel", "random", "--games", "2",
-                             "--uct-simulations", "20", "--simulations", "4", "--threads", "1"])
-    assert set(results) == {(4, "openspiel"), (4, "random")}
+    game, results = strength.strength(tiny_connect4_run, opponents=["openspiel", "random"], games=2,
+                                      uct_simulations=20, simulations=[4], threads=1)
+    assert game == "connect4" and set(results) == {(4, "openspiel"), (4, "random")}
+    with pytest.raises(ValueError, match=r"opponents must be among .*, got \['greedy'\]"):
+        strength.strength(tiny_connect4_run, opponents=["greedy"], games=2)
     bot = strength.OpenSpielMCTS(10, seed=0)
     state = agent.game.new_state()
     state.apply(3)  # a move the bot was not told about

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from puffercore.ocean import Azul, Busy, CartPole, Connect4, Memory, NativeEnv, Snake, Squared
+from puffercore.ocean import AzulEnv, Busy, CartPole, Connect4Env, Memory, NativeEnv, Snake, Squared
 from puffercore.ocean.runtime_spec import RuntimeSpec
 from puffercore.spaces import SpaceTree, spec_spaces
 
@@ -24,8 +24,8 @@ HAND_WRITTEN = {
                             spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)),
     "squared": (Squared, {"size": 5}, spaces.Box(0, 2, (25,), dtype=np.uint8), spaces.Discrete(5)),
     "snake": (Snake, {"vision": 2}, spaces.Box(0, 4, (25,), dtype=np.uint8), spaces.Discrete(4)),
-    "connect4": (Connect4, {}, _MASKED(7, spaces.Box(0.0, 1.0, (2, 6, 7), np.float32)), spaces.Discrete(7)),
-    "azul": (Azul, {}, _MASKED(300, spaces.Box(0.0, np.inf, (412,), np.float32)), spaces.Discrete(300)),
+    "connect4": (Connect4Env, {}, _MASKED(7, spaces.Box(0.0, 1.0, (2, 6, 7), np.float32)), spaces.Discrete(7)),
+    "azul": (AzulEnv, {}, _MASKED(300, spaces.Box(0.0, np.inf, (412,), np.float32)), spaces.Discrete(300)),
     "busy": (Busy, {}, spaces.Box(0.0, 1.0, (2,), dtype=np.float32), spaces.Discrete(2)),
     "memory": (Memory, {}, spaces.Box(0.0, 1.0, (3,), dtype=np.float32), spaces.Discrete(2)),
 }

@@ -7,7 +7,7 @@ import pytest
 
 import puffercore.vector
 from puffercore.interop.gymnasium_vector import GymnasiumVectorEnv
-from puffercore.ocean import CartPole, Connect4
+from puffercore.ocean import CartPole, Connect4Env
 
 
 def python_cartpoles(num_envs=4, backend="serial"):
@@ -84,7 +84,7 @@ def test_gymnasium_vector_env_same_seed_same_episodes():
 
 
 def test_gymnasium_vector_env_nested_observations_and_staggered_refusal():
-    envs = GymnasiumVectorEnv(puffercore.vector.make(Connect4, 3, backend="threads", seed=0))
+    envs = GymnasiumVectorEnv(puffercore.vector.make(Connect4Env, 3, backend="threads", seed=0))
     assert isinstance(envs.single_observation_space, gymnasium.spaces.Dict)
     obs, _ = envs.reset(seed=0)
     assert set(obs) == {"action_mask", "board"} and obs["board"].shape == (3, 2, 6, 7)

@@ -16,7 +16,7 @@ import puffercore
 from puffercore.alphazero import GreedyAzulAgent
 from puffercore.env import GymnasiumView
 from puffercore.games import Azul as AzulGame
-from puffercore.ocean import Azul
+from puffercore.ocean import AzulEnv
 
 sys.path.insert(0, os.path.dirname(__file__))  # pytest's importlib mode leaves tests/ off the path
 from masked_envs import assert_same_frames, masks_of, random_legal_actions, rollout  # noqa: E402
@@ -119,14 +119,14 @@ def play_and_check(env, steps, seed, replies):
 
 @pytest.mark.parametrize("num_players, reward", [(2, "score_margin"), (3, "win_loss"), (4, "score_margin")])
 def test_greedy_opponents_play_the_game_move_by_move(num_players, reward):
-    env = Azul(num_envs=6, seed=0, num_players=num_players, reward=reward)
+    env = AzulEnv(num_envs=6, seed=0, num_players=num_players, reward=reward)
     episodes = play_and_check(env, steps=90, seed=num_players, replies=greedy_replies)
     assert episodes >= 10
 
 
 def test_random_opponent_plays_legal_moves_that_are_not_the_greedy_ones():
     replies = RandomReplies()
-    env = Azul(num_envs=6, seed=0, opponent="random", agent_seat=1)
+    env = AzulEnv(num_envs=6, seed=0, opponent="random", agent_seat=1)
     assert play_and_check(env, steps=80, seed=1, replies=replies) >= 6
     assert replies.moves > 300 and replies.greedy < 0.5 * replies.moves
 
@@ -134,7 +134,7 @@ def test_random_opponent_plays_legal_moves_that_are_not_the_greedy_ones():
 def test_random_opponent_picks_destinations_uniformly():
     """In a game's first move every pattern line takes every colour, so a uniform choice
     among the legal moves sends the tiles to each of the 6 destinations with chance 1/6."""
-    env = Azul(num_envs=6000, seed=0, opponent="random", agent_seat=1)
+    env = AzulEnv(num_envs=6000, seed=0, opponent="random", agent_seat=1)
     env.reset()
     destinations = []
     for i in range(env.num_envs):
@@ -146,11 +146,11 @@ def test_random_opponent_picks_destinations_uniformly():
 
 def test_seats_fixed_or_drawn_per_episode():
     for seat in range(3):
-        env = Azul(num_envs=50, seed=0, num_players=3, agent_seat=seat)
+        env = AzulEnv(num_envs=50, seed=0, num_players=3, agent_seat=seat)
         env.reset()
         assert (env.agent_seats() == seat).all()
         assert all(env.game_state(i).fields()["moves"] == seat for i in range(50))
-    drawn = Azul(num_envs=4000, seed=0, num_players=4)
+    drawn = AzulEnv(num_envs=4000, seed=0, num_players=4)
     drawn.reset()
     counts = np.bincount(drawn.agent_seats(), minlength=4)
     assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(1000 * 0.75)), counts
@@ -158,7 +158,7 @@ def test_seats_fixed_or_drawn_per_episode():
 
 def test_greedy_opponents_beat_random_play_and_random_ones_do_not():
     def win_rate(opponent):
-        env = Azul(num_envs=64, seed=0, opponent=opponent, reward="win_loss")
+        env = AzulEnv(num_envs=64, seed=0, opponent=opponent, reward="win_loss")
         observations, _ = env.reset()
         rng, wins, episodes = np.random.default_rng(0), 0.0, 0.0
         while episodes < 100:
@@ -179,7 +179,7 @@ def an_illegal_action(env, index):
 
 
 def test_illegal_moves_are_rejected_before_any_env_moves():
-    env = Azul(num_envs=3, seed=0)
+    env = AzulEnv(num_envs=3, seed=0)
     observations, _ = env.reset()
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -201,7 +201,7 @@ def test_illegal_moves_are_rejected_before_any_env_moves():
 
 
 def test_threads_backend_rejects_illegal_moves_too():
-    vector = puffercore.vector.make(Azul, 4, backend="threads", num_workers=2, seed=0)
+    vector = puffercore.vector.make(AzulEnv, 4, backend="threads", num_workers=2, seed=0)
     observations, _ = vector.reset()
     actions = random_legal_actions(masks_of(vector, observations), np.random.default_rng(0))
     actions[3] = int(np.flatnonzero(masks_of(vector, observations)[3] == 0)[0])
@@ -213,7 +213,7 @@ def test_threads_backend_rejects_illegal_moves_too():
 
 
 def test_closed_env_refuses_actions():
-    env = Azul(num_envs=2)
+    env = AzulEnv(num_envs=2)
     env.reset()
     env.close()
     with pytest.raises(RuntimeError, match="closed"):
@@ -221,7 +221,7 @@ def test_closed_env_refuses_actions():
 
 
 def test_illegal_move_loses_when_asked():
-    env = Azul(num_envs=2, seed=0, illegal_move="lose", num_players=3)
+    env = AzulEnv(num_envs=2, seed=0, illegal_move="lose", num_players=3)
     observations, _ = env.reset()
     legal = random_legal_actions(masks_of(env, observations), np.random.default_rng(0))
     state = env.game_state(0)
@@ -234,25 +234,25 @@ def test_illegal_move_loses_when_asked():
 
 def test_check_env_through_gymnasium_view():
     for kwargs in ({"illegal_move": "lose"}, {"illegal_move": "lose", "opponent": "random", "num_players": 4}):
-        env = Azul(num_envs=1, seed=0, render_mode="ansi", **kwargs)
+        env = AzulEnv(num_envs=1, seed=0, render_mode="ansi", **kwargs)
         check_env(GymnasiumView(env), skip_render_check=False)
         env.close()
 
 
 def test_same_seed_same_games_and_env_indices_differ():
     kwargs = {"num_envs": 4, "opponent": "random", "num_players": 3}
-    a, b = rollout(Azul(**kwargs), 40, seed=5), rollout(Azul(**kwargs), 40, seed=5)
+    a, b = rollout(AzulEnv(**kwargs), 40, seed=5), rollout(AzulEnv(**kwargs), 40, seed=5)
     assert_same_frames(a, b)
     observations = np.stack(a[1::5])  # [steps, envs, 580]
     assert not np.array_equal(observations[:, 0], observations[:, 1]), "env 0 and env 1 played the same games"
-    assert not np.array_equal(observations, np.stack(rollout(Azul(**kwargs), 40, seed=6)[1::5]))
+    assert not np.array_equal(observations, np.stack(rollout(AzulEnv(**kwargs), 40, seed=6)[1::5]))
 
 
 @pytest.mark.parametrize("opponent", ["greedy", "random"])
 def test_serial_and_threads_backends_give_identical_games(opponent):
     frames = {}
     for backend, workers in (("serial", None), ("threads", 2)):
-        vector = puffercore.vector.make(Azul, 6, backend=backend, num_workers=workers, seed=0, opponent=opponent,
+        vector = puffercore.vector.make(AzulEnv, 6, backend=backend, num_workers=workers, seed=0, opponent=opponent,
                                         num_players=2)
         assert vector.observation_tree is not None
         frames[backend] = rollout(vector, 80, seed=7)
@@ -262,7 +262,7 @@ def test_serial_and_threads_backends_give_identical_games(opponent):
 
 
 def test_observation_tree_reads_masks_and_boards_as_views():
-    env = Azul(num_envs=3, seed=0, num_players=4)
+    env = AzulEnv(num_envs=3, seed=0, num_players=4)
     observations, _ = env.reset()
     tree = env.observation_tree
     assert tree.flat_space == env.single_observation_space
@@ -278,13 +278,13 @@ def test_observation_tree_reads_masks_and_boards_as_views():
 
 
 def test_render_shows_the_game_and_the_seats():
-    env = Azul(num_envs=1, seed=0, render_mode="ansi", num_players=3, agent_seat=2, opponent="random")
+    env = AzulEnv(num_envs=1, seed=0, render_mode="ansi", num_players=3, agent_seat=2, opponent="random")
     env.reset()
     text = env.render()
     assert text.startswith(str(env.game_state(0)))
     assert text.splitlines()[-1] == "agent: player 2; random opponents"
     assert "player 1: score 0" in text and text.count("floor") == 3
-    assert Azul(num_envs=1).render() is None
+    assert AzulEnv(num_envs=1).render() is None
 
 
 @pytest.mark.parametrize(
@@ -309,7 +309,7 @@ def test_render_shows_the_game_and_the_seats():
 )
 def test_bad_config_is_rejected(kwargs, error, match):
     with pytest.raises(error, match=match):
-        Azul(**kwargs)
+        AzulEnv(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -322,7 +322,7 @@ def test_bad_config_is_rejected(kwargs, error, match):
     ],
 )
 def test_bad_actions_are_rejected(actions, error, match):
-    env = Azul(num_envs=2)
+    env = AzulEnv(num_envs=2)
     env.reset()
     with pytest.raises(error, match=match):
         env.step(actions)

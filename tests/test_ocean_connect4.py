@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 import puffercore
 from puffercore.env import GymnasiumView
-from puffercore.ocean import Connect4
+from puffercore.ocean import Connect4Env
 
 sys.path.insert(0, os.path.dirname(__file__))  # pytest's importlib mode leaves tests/ off the path
 from masked_envs import assert_same_frames, masks_of, random_legal_actions, rollout  # noqa: E402
@@ -134,7 +134,7 @@ def play_and_check(env, steps, seed, opponent_check=None):
 
 
 def test_random_games_follow_the_rules_with_wins_in_every_direction_and_draws():
-    env = Connect4(num_envs=512, seed=0, opponent="random")
+    env = Connect4Env(num_envs=512, seed=0, opponent="random")
     tally = play_and_check(env, steps=200, seed=1)
     assert tally["episodes"] > 5000
     for who in ("agent_fours", "opponent_fours"):
@@ -153,14 +153,14 @@ def test_heuristic_opponent_wins_then_blocks_then_plays_safe():
         seen["blocks"] += must_block.sum()
         seen["moves"] += len(columns)
 
-    tally = play_and_check(Connect4(num_envs=256, seed=0, opponent="heuristic"), steps=100, seed=2, opponent_check=check)
+    tally = play_and_check(Connect4Env(num_envs=256, seed=0, opponent="heuristic"), steps=100, seed=2, opponent_check=check)
     assert seen["wins"] > 100 and seen["blocks"] > 100 and seen["moves"] > 2 * (seen["wins"] + seen["blocks"])
     assert tally["opponent_fours"].all()
 
 
 def test_heuristic_opponent_beats_random_play_and_random_opponent_does_not():
     def loss_rate(opponent):
-        env = Connect4(num_envs=256, seed=0, opponent=opponent)
+        env = Connect4Env(num_envs=256, seed=0, opponent=opponent)
         observations, _ = env.reset()
         rng = np.random.default_rng(0)
         losses = episodes = 0.0
@@ -177,16 +177,16 @@ def test_heuristic_opponent_beats_random_play_and_random_opponent_does_not():
 
 @pytest.mark.parametrize("opponent", ["random", "heuristic"])
 def test_opening_moves_are_uniform_and_coin_flip_splits_seats(opponent):
-    observations, _ = Connect4(num_envs=7000, seed=3, opponent=opponent, agent_first=False).reset()
+    observations, _ = Connect4Env(num_envs=7000, seed=3, opponent=opponent, agent_first=False).reset()
     boards = observations[:, 7:].reshape(-1, 2, ROWS, COLS)
     assert (boards[:, 0] == 0).all() and (boards[:, 1].sum((1, 2)) == 1).all() and (boards[:, 1, 0].sum(1) == 1).all()
     counts = boards[:, 1, 0].sum(0)
     assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(1000 * 6 / 7)), counts  # empty board: every column is safe
 
-    first, _ = Connect4(num_envs=2000, seed=3, opponent=opponent, agent_first=True).reset()
+    first, _ = Connect4Env(num_envs=2000, seed=3, opponent=opponent, agent_first=True).reset()
     np.testing.assert_array_equal(first[:, :7], 1)
     assert not first[:, 7:].any()
-    coin, _ = Connect4(num_envs=2000, seed=3, opponent=opponent).reset()
+    coin, _ = Connect4Env(num_envs=2000, seed=3, opponent=opponent).reset()
     agent_first = ~coin[:, 7:].any(1)
     assert abs(agent_first.mean() - 0.5) < 5 * np.sqrt(0.25 / 2000)
 
@@ -200,7 +200,7 @@ def fill_column_zero(env):
 
 
 def test_illegal_move_is_rejected_before_any_env_moves():
-    env = Connect4(num_envs=1, seed=0, agent_first=True)
+    env = Connect4Env(num_envs=1, seed=0, agent_first=True)
     observations = fill_column_zero(env).copy()
     with pytest.raises(ValueError, match=r"column 0 of env 0 is full.*action_mask.*illegal_move='lose'"):
         env.step(np.zeros(1, np.int32))
@@ -208,7 +208,7 @@ def test_illegal_move_is_rejected_before_any_env_moves():
     legal = np.flatnonzero(masks_of(env, observations)[0])[:1].astype(np.int32)
     env.step(legal)  # the game goes on
 
-    batch = Connect4(num_envs=3, seed=0, opponent="random", agent_first=True)
+    batch = Connect4Env(num_envs=3, seed=0, opponent="random", agent_first=True)
     batch.reset()
     for _ in range(3):
         batch.step(np.array([1, 0, 1], np.int32))  # env 1: the opponent may add to column 0 too
@@ -221,7 +221,7 @@ def test_illegal_move_is_rejected_before_any_env_moves():
 
 
 def test_illegal_move_loses_when_asked():
-    env = Connect4(num_envs=1, seed=0, agent_first=True, illegal_move="lose")
+    env = Connect4Env(num_envs=1, seed=0, agent_first=True, illegal_move="lose")
     board = fill_column_zero(env)[0, 7:].copy()
     observations, rewards, terminals, truncations, info = env.step(np.zeros(1, np.int32))
     assert (rewards[0], terminals[0], truncations[0]) == (-1.0, True, False)
@@ -232,25 +232,25 @@ def test_illegal_move_loses_when_asked():
 
 def test_check_env_through_gymnasium_view():
     for kwargs in ({}, {"opponent": "random", "agent_first": False}):
-        env = Connect4(num_envs=1, seed=0, render_mode="ansi", **kwargs)
+        env = Connect4Env(num_envs=1, seed=0, render_mode="ansi", **kwargs)
         check_env(GymnasiumView(env), skip_render_check=False)
         env.close()
 
 
 def test_same_seed_same_games_and_env_indices_differ():
     kwargs = {"num_envs": 4, "opponent": "random", "agent_first": True}
-    a, b = rollout(Connect4(**kwargs), 60, seed=5), rollout(Connect4(**kwargs), 60, seed=5)
+    a, b = rollout(Connect4Env(**kwargs), 60, seed=5), rollout(Connect4Env(**kwargs), 60, seed=5)
     assert_same_frames(a, b)
     boards = np.stack([frame for frame in a[1::5]])  # [steps, envs, 91]
     assert not np.array_equal(boards[:, 0], boards[:, 1]), "env 0 and env 1 played the same games"
-    other = rollout(Connect4(**kwargs), 60, seed=6)
+    other = rollout(Connect4Env(**kwargs), 60, seed=6)
     assert not np.array_equal(np.stack(a[1::5]), np.stack(other[1::5]))
 
 
 def test_serial_and_threads_backends_give_identical_games():
     frames = {}
     for backend, workers in (("serial", None), ("threads", 2)):
-        vector = puffercore.vector.make(Connect4, 8, backend=backend, num_workers=workers, seed=0, opponent="heuristic")
+        vector = puffercore.vector.make(Connect4Env, 8, backend=backend, num_workers=workers, seed=0, opponent="heuristic")
         assert vector.observation_tree is not None
         frames[backend] = rollout(vector, 80, seed=7)
         vector.close()
@@ -259,7 +259,7 @@ def test_serial_and_threads_backends_give_identical_games():
 
 
 def test_threads_backend_rejects_illegal_moves_too():
-    vector = puffercore.vector.make(Connect4, 2, backend="threads", num_workers=2, seed=0, agent_first=True)
+    vector = puffercore.vector.make(Connect4Env, 2, backend="threads", num_workers=2, seed=0, agent_first=True)
     observations, _ = vector.reset()
     while masks_of(vector, observations)[1, 4]:
         first_legal = int(masks_of(vector, observations)[0].argmax())
@@ -270,7 +270,7 @@ def test_threads_backend_rejects_illegal_moves_too():
 
 
 def test_serial_vector_names_the_vector_env_of_an_illegal_move():
-    vector = puffercore.vector.make(Connect4, 3, backend="serial", seed=0, agent_first=True)
+    vector = puffercore.vector.make(Connect4Env, 3, backend="serial", seed=0, agent_first=True)
     observations, _ = vector.reset()
     while masks_of(vector, observations)[2, 5]:
         first_legal = masks_of(vector, observations).argmax(1).astype(np.int32)
@@ -285,7 +285,7 @@ def test_threads_staggered_batches_reject_illegal_moves():
     the env too, so it is checked alike and nothing steps when a move is illegal. Which
     batches come out staggered depends on thread timing, so the batch is routed through
     that path by hand (`_batch_is_block`, set by recv)."""
-    vector = puffercore.vector.make(Connect4, 8, backend="threads", num_workers=2, batch_size=4, seed=0,
+    vector = puffercore.vector.make(Connect4Env, 8, backend="threads", num_workers=2, batch_size=4, seed=0,
                                     opponent="random", agent_first=True)
     vector.async_reset()
     rng = np.random.default_rng(0)
@@ -309,7 +309,7 @@ def test_threads_staggered_batches_reject_illegal_moves():
 
 
 def test_observation_tree_reads_the_masks_and_boards_as_views():
-    env = Connect4(num_envs=3, seed=0, agent_first=False)
+    env = Connect4Env(num_envs=3, seed=0, agent_first=False)
     observations, _ = env.reset()
     tree = env.observation_tree
     assert tree.flat_space == env.single_observation_space
@@ -321,7 +321,7 @@ def test_observation_tree_reads_the_masks_and_boards_as_views():
 
 
 def test_render_shows_the_board_and_the_seats():
-    env = Connect4(num_envs=1, seed=0, render_mode="ansi", agent_first=True)
+    env = Connect4Env(num_envs=1, seed=0, render_mode="ansi", agent_first=True)
     env.reset()
     env.step(np.array([3], np.int32))
     lines = env.render().splitlines()
@@ -330,7 +330,7 @@ def test_render_shows_the_board_and_the_seats():
     assert lines[ROWS - 1].count("O") == 1
     assert lines[ROWS] == "0 1 2 3 4 5 6"
     assert lines[-1] == "agent X, heuristic opponent O"
-    assert Connect4(num_envs=1).render() is None
+    assert Connect4Env(num_envs=1).render() is None
 
 
 @pytest.mark.parametrize(
@@ -350,7 +350,7 @@ def test_render_shows_the_board_and_the_seats():
 )
 def test_bad_config_is_rejected(kwargs, error, match):
     with pytest.raises(error, match=match):
-        Connect4(**kwargs)
+        Connect4Env(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -363,7 +363,7 @@ def test_bad_config_is_rejected(kwargs, error, match):
     ],
 )
 def test_bad_actions_are_rejected(actions, error, match):
-    env = Connect4(num_envs=2, illegal_move="lose")
+    env = Connect4Env(num_envs=2, illegal_move="lose")
     env.reset()
     with pytest.raises(error, match=match):
         env.step(actions)

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import puffercore
 from puffercore.env import Buffers, GymnasiumView, PufferEnv
-from puffercore.ocean import Azul, Busy, CartPole, Connect4, NativeEnv, Snake, Squared
+from puffercore.ocean import AzulEnv, Busy, CartPole, Connect4Env, NativeEnv, Snake, Squared
 
 # One row per env so that GymnasiumView applies; Snake with one snake.
 SINGLE_ROW = {
@@ -19,8 +19,8 @@ SINGLE_ROW = {
     "squared": (Squared, {"size": 5}),
     "snake": (Snake, {"width": 8, "height": 6, "num_snakes": 1, "num_food": 3, "vision": 2}),
     # random actions play full columns: let them lose instead of raising
-    "connect4": (Connect4, {"opponent": "random", "illegal_move": "lose"}),
-    "azul": (Azul, {"num_players": 3, "illegal_move": "lose"}),
+    "connect4": (Connect4Env, {"opponent": "random", "illegal_move": "lose"}),
+    "azul": (AzulEnv, {"num_players": 3, "illegal_move": "lose"}),
     "busy": (Busy, {"length": 7, "max_cost_us": 5.0}),
 }
 # Several rows per env for the multi-row tests.
@@ -204,7 +204,7 @@ def test_num_envs_must_be_a_positive_int(num_envs, error):
         CartPole(num_envs=num_envs)
 
 
-@pytest.mark.parametrize("cls", [CartPole, Squared, Snake, Connect4])
+@pytest.mark.parametrize("cls", [CartPole, Squared, Snake, Connect4Env])
 def test_unknown_kwargs_are_rejected(cls):
     with pytest.raises(TypeError, match="colour"):
         cls(num_envs=1, colour="red")

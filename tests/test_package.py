@@ -52,3 +52,65 @@ def test_the_bench_suites_run_as_pytest_runs_them(tmp_path):
     done = subprocess.run([sys.executable, "-P", "-c", code, repo], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:]
+
+
+PUBLIC_PACKAGES = ["puffercore", "puffercore.alphazero", "puffercore.numba_env", "puffercore.ocean", "puffercore.ppo",
+                   "puffercore.vector"]
+
+
+def test_every_public_name_resolves_and_star_imports_work():
+    """Every `__all__` name of puffercore and of its public subpackages is there, and
+    `from X import *` works, in a fresh interpreter (lazy names included)."""
+    code = ("import importlib, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    module = importlib.import_module(name)\n"
+            "    missing = [attribute for attribute in module.__all__ if not hasattr(module, attribute)]\n"
+            "    assert not missing, (name, missing)\n"
+            "    namespace = {}\n"
+            "    exec(f'from {name} import *', namespace)\n"
+            "    assert set(module.__all__) <= set(namespace), name\n"
+            "print('ok')\n")
+    packages = [name for name in PUBLIC_PACKAGES if name != "puffercore.numba_env" or _has("numba")]
+    done = subprocess.run([sys.executable, "-c", code, *packages], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert "env_sources" in puffercore.__all__ and "envs" not in puffercore.__all__
+    with pytest.raises(AttributeError, match="has no attribute 'envs'"):
+        puffercore.envs
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def test_renamed_names_warn_once_and_give_the_new_objects():
+    """The vector envs are Connect4Env and AzulEnv (the games keep Connect4 and Azul);
+    InferenceCopy is FrozenCopy; the old names work for a release, warning once each."""
+    code = ("import warnings\n"
+            "warnings.simplefilter('always')\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    import puffercore.ocean as ocean, puffercore.inference as inference\n"
+            "    from puffercore.frozen_copy import FrozenCopy\n"
+            "    from puffercore.precision import PRECISIONS\n"
+            "    same = [ocean.Connect4 is ocean.Connect4Env, ocean.Connect4 is ocean.Connect4Env,\n"
+            "            ocean.Azul is ocean.AzulEnv, inference.InferenceCopy is FrozenCopy,\n"
+            "            inference.PRECISIONS is PRECISIONS]\n"
+            "print(same, sorted(str(w.message).split(' is renamed')[0] for w in caught\n"
+            "                   if w.category is DeprecationWarning))\n")
+    output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert output.strip() == ("[True, True, True, True, True] ['puffercore.inference.InferenceCopy', "
+                              "'puffercore.inference.PRECISIONS', 'puffercore.ocean.Azul', 'puffercore.ocean.Connect4']")
+    from puffercore import games, ocean
+
+    assert games.Connect4.__name__ == "Connect4" and ocean.Connect4Env.__name__ == "Connect4Env"
+    with pytest.raises(AttributeError, match="has no attribute 'Chess'"):
+        ocean.Chess
+
+
+def test_one_list_of_precisions():
+    from puffercore.alphazero import config as alphazero_config
+    from puffercore.ppo import plan
+    from puffercore.precision import PRECISIONS
+
+    assert plan.PRECISIONS is PRECISIONS and alphazero_config.PRECISIONS is PRECISIONS

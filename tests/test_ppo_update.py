@@ -14,7 +14,7 @@ from puffercore import ppo
 from puffercore.__main__ import build_parser
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo import PPOConfig, update
-from puffercore.inference import native_bf16
+from puffercore.precision import native_bf16
 from puffercore.ppo import flat_adam
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.rollout import iterate_minibatches

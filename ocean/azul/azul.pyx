@@ -29,7 +29,7 @@ OPPONENTS = {"greedy": AZULENV_GREEDY, "random": AZULENV_RANDOM}
 REWARDS = {"score_margin": AZULENV_SCORE_MARGIN, "win_loss": AZULENV_WIN_LOSS}
 
 
-class Azul(NativeEnv):
+class AzulEnv(NativeEnv):
     """Azul (2-4 players) for one agent seat against built-in opponents, which play their
     turns inside the same step.
 

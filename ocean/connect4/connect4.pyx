@@ -30,7 +30,7 @@ OPPONENTS = {"random": C4ENV_RANDOM, "heuristic": C4ENV_HEURISTIC}
 FIRST_MOVERS = {True: C4ENV_AGENT_FIRST, False: C4ENV_OPPONENT_FIRST, None: C4ENV_COIN_FLIP}
 
 
-class Connect4(NativeEnv):
+class Connect4Env(NativeEnv):
     """Connect Four against a built-in opponent that replies within the same step.
 
     opponent: "heuristic" (wins if it can, else blocks the agent's immediate win, else

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from puffercore.flags import check_fields, field_docs
 from puffercore.games import Azul, Connect4, TicTacToe
-from puffercore.inference import PRECISIONS
+from puffercore.precision import PRECISIONS
 from puffercore.seeding import check_seed
 
 GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}

@@ -17,7 +17,7 @@ from torch import nn
 
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
 from puffercore.checks import check_int
-from puffercore.inference import InferenceCopy
+from puffercore.frozen_copy import FrozenCopy
 
 # Masked logits are very negative but finite, so a zero target probability times its
 # log-probability stays 0 in the cross-entropy instead of becoming NaN.
@@ -93,10 +93,10 @@ class PriorsAndValues(nn.Module):
 
 def make_evaluator(network: PolicyValueNet, precision: str = "float32", trace: bool = True):
     """The BatchedMCTS evaluator of a network: priors (softmax over legal actions) and
-    values for a batch of leaves, one forward pass, no gradients, on an inference copy
-    of the network's current weights (`puffercore.inference`: batch norms folded, in
+    values for a batch of leaves, one forward pass, no gradients, on a frozen copy
+    of the network's current weights (`puffercore.frozen_copy`: batch norms folded, in
     `precision`, traced unless `trace` is false), the softmax traced with it."""
-    model = InferenceCopy(PriorsAndValues(network), precision, trace)
+    model = FrozenCopy(PriorsAndValues(network), precision, trace)
 
     def evaluate(observations: np.ndarray, legal_masks: np.ndarray):
         with torch.inference_mode():

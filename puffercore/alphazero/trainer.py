@@ -38,7 +38,7 @@ from puffercore.alphazero.replay import ReplayBuffer
 from puffercore.alphazero.self_play import GameInPlay, games_state_dict, load_games, play_iteration
 from puffercore.distributed import Group
 from puffercore.finite import NonFiniteError, StepScalars
-from puffercore.inference import resolve_precision
+from puffercore.precision import resolve_precision
 from puffercore.logger import Logger, console_view
 from puffercore.seeding import derive_seed, named_seeds
 

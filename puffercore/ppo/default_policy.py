@@ -184,8 +184,8 @@ class DefaultPolicy(ActorCritic):
         return zeros, zeros.clone()
 
     def features(self, observations: torch.Tensor) -> torch.Tensor:
-        """Observations as the encoder's input, in its weights' dtype (float32, or an
-        inference copy's bfloat16)."""
+        """Observations as the encoder's input, in its weights' dtype (float32, or a
+        frozen copy's bfloat16)."""
         dtype = self.actor.weight.dtype
         if self.image_shape is not None:
             images = observations.reshape(observations.shape[0], *self.image_shape)

@@ -15,17 +15,16 @@ Position sources (each seeded, non-terminal positions only):
   and the plies left under perfect play (begin <= 14 < middle <= 28 < end; easy < 14
   <= medium < 28 <= hard), as in his Test_L*_R* sets.
 
-    python bench/connect4_judge.py runs/alphazero-connect4-0-... --simulations 1 50 400
-    python bench/connect4_judge.py solver random            # the judge's own sanity sides
+    puffercore judge connect4 runs/alphazero-connect4-0-... --simulations 1 50 400
+    puffercore judge connect4 solver random            # the judge's own sanity sides
 
 Agents: a checkpoint (file or run directory); `solver` (plays a best move: 100% by
 construction); `random`. Simulations 1 means the raw network: its most probable legal move.
-Needs `pip install bitbully` (in puffercore's `test` and `bench` extras).
+Needs bitbully (`pip install "puffercore[bench]"`).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -36,6 +35,7 @@ import numpy as np
 
 from puffercore.games import Connect4
 
+INSTALL = 'pip install "puffercore[bench]"'
 PONS_CATEGORIES = ("begin-easy", "begin-medium", "begin-hard", "middle-easy", "middle-medium", "end-easy")
 CELLS = 42
 
@@ -68,8 +68,8 @@ class Judge:
     def __init__(self):
         try:
             import bitbully
-        except ImportError as error:
-            raise SystemExit("the judge needs the solver: pip install bitbully") from error
+        except ImportError:
+            raise ImportError(f"the Connect4 judge needs the solver bitbully: {INSTALL}") from None
         self.bitbully = bitbully
         self.solver = bitbully.BitBully()
 
@@ -129,14 +129,32 @@ def cached_positions(judge: Judge, source: str, count: int, seed: int, cache_dir
         return build_positions(judge, source, count, seed)
     path = os.path.join(cache_dir, f"{source}-{count}-seed{seed}.json")
     if os.path.exists(path):
-        with open(path) as file:
-            return [Position(moves, {int(column): score for column, score in scores.items()})
-                    for moves, scores in json.load(file)]
+        return _read_positions(path, count)
     positions = build_positions(judge, source, count, seed)
     os.makedirs(cache_dir, exist_ok=True)
     with open(f"{path}.{os.getpid()}.tmp", "w") as file:
         json.dump([[position.moves, position.scores] for position in positions], file)
     os.replace(f"{path}.{os.getpid()}.tmp", path)
+    return positions
+
+
+def _read_positions(path: str, count: int) -> list[Position]:
+    """A cached position set, checked: `count` entries of [columns played, {column: score}]
+    whose moves replay legally; ValueError naming the file otherwise (delete it to solve
+    the set again)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            entries = json.load(file)
+        positions = [Position([int(column) for column in moves], {int(column): int(score)
+                                                                   for column, score in scores.items()})
+                     for moves, scores in entries]
+        for position, state in zip(positions, states_of(positions)):
+            if state.is_terminal() or sorted(position.scores) != state.legal_actions():
+                raise ValueError("a position's scores are not its legal moves")
+        if len(positions) != count:
+            raise ValueError(f"{len(positions)} positions, not {count}")
+    except (ValueError, TypeError, AttributeError, RuntimeError) as error:
+        raise ValueError(f"{path}: not a cached position set ({error}); delete it to solve the set again") from None
     return positions
 
 
@@ -231,59 +249,46 @@ def load_agent(name: str, threads: int, solve: bool | None = None):
     torch.set_num_threads(threads)
     agent = AlphaZeroAgent.load(name)
     if agent.config.game != "connect4":
-        raise SystemExit(f"{name} plays {agent.config.game}, not connect4")
+        raise ValueError(f"{name} plays {agent.config.game}, not connect4")
     if solve is not None:
         agent.config = dataclasses.replace(agent.config, solve=solve)
     return agent
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("agents", nargs="+", help="checkpoints (file or run directory), 'solver' or 'random'")
-    parser.add_argument("--simulations", type=int, nargs="+", default=[1, 50, 400],
-                        help="agent's MCTS simulations per move (1: the raw network)")
-    parser.add_argument("--sources", nargs="+", default=["random", "strong", "pons"],
-                        help="random, strong, pons (its six categories) or single Pons categories")
-    parser.add_argument("--positions", type=int, default=500,
-                        help="positions per source (per category for pons: a fifth of this)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "puffercore", "connect4_judge"),
-                        help="where solved position sets are kept ('' to solve afresh)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--solve", choices=["true", "false"], default=None,
-                        help="search with the MCTS-solver on or off (default: the checkpoint's setting)")
-    args = parser.parse_args(argv)
-    if args.positions < 1 or any(s < 1 for s in args.simulations):
-        parser.error("--positions and --simulations must be >= 1")
-
-    judge = Judge()
+def judge(agents: list[str], simulations: list[int], sources: list[str], positions: int, seed: int = 0,
+          cache: str | None = None, threads: int = 2, solve: bool | None = None) -> dict:
+    """Judge every agent at every simulation count on every source's positions, printing
+    a line per (agent, simulations, source) and one for all sources together; returns
+    {(agent, simulations, source or "all"): score_moves(...)}. `pons` stands for its six
+    categories (a fifth of `positions` each); `cache`: where solved sets are kept."""
+    if positions < 1 or any(count < 1 for count in simulations):
+        raise ValueError(f"positions and simulations must be >= 1, got {positions} and {simulations}")
+    unknown = sorted(set(sources) - {"random", "strong", "pons", *PONS_CATEGORIES})
+    if unknown:
+        raise ValueError(f"sources must be among random, strong, pons and {', '.join(PONS_CATEGORIES)}; got {unknown}")
+    solver = Judge()
     sets = {}
     start = time.perf_counter()
-    for source in args.sources:
+    for source in sources:
         names = PONS_CATEGORIES if source == "pons" else (source,)
-        count = max(1, args.positions // 5) if source == "pons" else args.positions
+        count = max(1, positions // 5) if source == "pons" else positions
         for name in names:
-            sets[name] = cached_positions(judge, name, count, args.seed, args.cache)
+            sets[name] = cached_positions(solver, name, count, seed, cache)
     print(f"{sum(map(len, sets.values()))} positions ready in {time.perf_counter() - start:.0f} s")
 
     results = {}
-    for agent_name in args.agents:
-        agent = load_agent(agent_name, args.threads, None if args.solve is None else args.solve == "true")
+    for agent_name in agents:
+        agent = load_agent(agent_name, threads, solve)
         label = agent_name if isinstance(agent, str) else f"{agent_name} {{}} sims"
-        for simulations in [0] if isinstance(agent, str) else args.simulations:
+        for count in [0] if isinstance(agent, str) else simulations:
             all_positions, all_moves = [], []
-            for name, positions in sets.items():
+            for name, chosen in sets.items():
                 start = time.perf_counter()
-                moves = choose_moves(agent, positions, simulations, args.seed)
-                results[(agent_name, simulations, name)] = report(label.format(simulations), name,
-                                                                  score_moves(positions, moves),
-                                                                  time.perf_counter() - start)
-                all_positions += positions
+                moves = choose_moves(agent, chosen, count, seed)
+                results[(agent_name, count, name)] = report(label.format(count), name, score_moves(chosen, moves),
+                                                            time.perf_counter() - start)
+                all_positions += chosen
                 all_moves += moves
-            results[(agent_name, simulations, "all")] = report(label.format(simulations), "all",
-                                                               score_moves(all_positions, all_moves))
+            results[(agent_name, count, "all")] = report(label.format(count), "all",
+                                                         score_moves(all_positions, all_moves))
     return results
-
-
-if __name__ == "__main__":
-    main()

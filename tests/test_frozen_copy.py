@@ -1,10 +1,11 @@
-"""puffercore.inference: inference copies of networks (batch norms folded, bf16)."""
+"""puffercore.frozen_copy: frozen copies of networks (batch norms folded, bf16), and puffercore.precision."""
 
 import pytest
 import torch
 from torch import nn
 
-from puffercore.inference import InferenceCopy, fold_batch_norms, native_bf16, resolve_precision
+from puffercore.frozen_copy import FrozenCopy, fold_batch_norms
+from puffercore.precision import native_bf16, resolve_precision
 
 
 def randomize_norms(network: nn.Module) -> nn.Module:
@@ -73,11 +74,11 @@ def test_untraceable_networks_are_copied_unfolded():
     torch.testing.assert_close(copy(inputs), network(inputs))
 
 
-def test_inference_copy_matches_the_network_and_follows_its_training():
+def test_frozen_copy_matches_the_network_and_follows_its_training():
     network = randomize_norms(ConvNet())
     x, mask = torch.randn(16, 2, 6, 7), torch.rand(16, 3) > 0.3
-    exact = InferenceCopy(network, "float32")
-    low = InferenceCopy(network, "bfloat16")
+    exact = FrozenCopy(network, "float32")
+    low = FrozenCopy(network, "bfloat16")
     with torch.inference_mode():
         for ours, theirs in zip(exact(x, mask), network(x, mask)):
             assert ours.dtype == torch.float32
@@ -96,7 +97,7 @@ def test_inference_copy_matches_the_network_and_follows_its_training():
 def test_precision_is_checked_and_auto_follows_the_cpu_for_convolutions_only():
     assert resolve_precision("auto", "cpu", convolutional=True) == (torch.bfloat16 if native_bf16() else torch.float32)
     assert resolve_precision("auto", "cpu", convolutional=False) == torch.float32
-    assert InferenceCopy(nn.Linear(3, 2), "auto").dtype == torch.float32
+    assert FrozenCopy(nn.Linear(3, 2), "auto").dtype == torch.float32
     assert resolve_precision("float32", convolutional=True) == torch.float32
     assert resolve_precision("bfloat16", convolutional=False) == torch.bfloat16
     with pytest.raises(ValueError, match="precision must be one of"):
@@ -104,7 +105,7 @@ def test_precision_is_checked_and_auto_follows_the_cpu_for_convolutions_only():
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_an_inference_copy_of_a_ppo_policy_takes_raw_observations(precision):
+def test_a_frozen_copy_of_a_ppo_policy_takes_raw_observations(precision):
     # PolicyOutput's state is None without an LSTM, and uint8 frames become the weights' dtype.
     import gymnasium
     import numpy as np
@@ -115,7 +116,7 @@ def test_an_inference_copy_of_a_ppo_policy_takes_raw_observations(precision):
     space = gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     policy = DefaultPolicy(space, gymnasium.spaces.Discrete(4), shared_trunk=True)
     frames = torch.as_tensor(np.stack([space.sample() for _ in range(3)]))
-    copy = InferenceCopy(policy, precision)
+    copy = FrozenCopy(policy, precision)
     with torch.inference_mode():
         out, expected = copy(frames), policy(frames)
     assert out.state is None and out.params.dtype == torch.float32
@@ -138,7 +139,7 @@ class BranchyNet(nn.Module):
 def test_the_first_call_traces_a_graph_that_matches_the_eager_copy_at_every_batch_size():
     torch.manual_seed(0)
     network = randomize_norms(ConvNet())
-    traced, eager = InferenceCopy(network, "float32"), InferenceCopy(network, "float32", trace=False)
+    traced, eager = FrozenCopy(network, "float32"), FrozenCopy(network, "float32", trace=False)
     for batch in (7, 1, 30, 2):  # traced with 7 rows, then other sizes
         x, mask = torch.randn(batch, 2, 6, 7), torch.rand(batch, 3) > 0.3
         with torch.inference_mode():
@@ -152,7 +153,7 @@ def test_the_first_call_traces_a_graph_that_matches_the_eager_copy_at_every_batc
 def test_a_forward_that_a_trace_would_get_wrong_stays_eager():
     torch.manual_seed(0)
     network = BranchyNet().eval()
-    copy = InferenceCopy(network, "float32")
+    copy = FrozenCopy(network, "float32")
     with torch.inference_mode():
         for batch in (8, 5, 2):  # traced at 8 rows: the check at one row finds the other branch
             x = torch.randn(batch, 4)
@@ -165,7 +166,7 @@ def test_threads_sharing_one_copy_trace_it_once_and_all_get_right_answers():
 
     torch.manual_seed(0)
     network = randomize_norms(ConvNet())
-    copy = InferenceCopy(network, "float32")
+    copy = FrozenCopy(network, "float32")
     inputs = [(torch.randn(5 + k, 2, 6, 7), torch.rand(5 + k, 3) > 0.3) for k in range(8)]
     with torch.inference_mode():
         expected = [network(x, mask)[0] for x, mask in inputs]
