@@ -130,14 +130,14 @@ def test_a_trainer_takes_the_hand_derived_gradients_reproducibly_and_autograd_wh
 
 
 def test_the_native_loss_refuses_mismatched_rows_and_actions_out_of_range():
-    from puffercore import _ppo_loss
+    from puffercore.ppo._native import loss as native_loss
 
     rows = 4
     fields = {name: np.zeros(rows, np.float32) for name in ("value", "old_log_prob", "advantage", "returns", "old_value")}
 
     def call(logits=np.zeros((2, rows), np.float32), action=np.zeros(rows, np.int64), **changed):
         arrays = {**fields, **changed}
-        _ppo_loss.categorical_loss(logits, arrays["value"], action, arrays["old_log_prob"], arrays["advantage"],
+        native_loss.categorical_loss(logits, arrays["value"], action, arrays["old_log_prob"], arrays["advantage"],
                                    arrays["returns"], arrays["old_value"], np.zeros(0, np.float32), 0.0, 1.0, 0.2,
                                    True, 0.5, 0.0, np.zeros((2, rows), np.float32), np.zeros(rows, np.float32),
                                    np.zeros(6, np.float32))
@@ -152,7 +152,7 @@ def test_the_native_loss_refuses_mismatched_rows_and_actions_out_of_range():
 
 
 def test_the_native_gaussian_loss_refuses_mismatched_shapes():
-    from puffercore import _ppo_loss
+    from puffercore.ppo._native import loss as native_loss
 
     rows, dims = 4, 3
     fields = {name: np.zeros(rows, np.float32) for name in ("value", "old_log_prob", "advantage", "returns", "old_value")}
@@ -160,7 +160,7 @@ def test_the_native_gaussian_loss_refuses_mismatched_shapes():
     def call(mean=np.zeros((dims, rows), np.float32), log_std=np.zeros(dims, np.float32),
              action=np.zeros((rows, dims), np.float32), d_log_std=np.zeros(dims, np.float32), **changed):
         arrays = {**fields, **changed}
-        _ppo_loss.gaussian_loss(mean, log_std, arrays["value"], action, arrays["old_log_prob"], arrays["advantage"],
+        native_loss.gaussian_loss(mean, log_std, arrays["value"], action, arrays["old_log_prob"], arrays["advantage"],
                                 arrays["returns"], arrays["old_value"], np.zeros(0, np.float32), 0.0, 1.0, 0.2, True,
                                 0.5, 0.0, np.zeros((dims, rows), np.float32), d_log_std, np.zeros(rows, np.float32),
                                 np.zeros(6, np.float32))
@@ -177,19 +177,19 @@ def test_the_native_gaussian_loss_refuses_mismatched_shapes():
 
 
 def test_the_native_advantage_moments_equal_global_mean_std():
-    from puffercore import _ppo_loss
+    from puffercore.ppo._native import loss as native_loss
     from puffercore.distributed import Group
     from puffercore.ppo.loss import global_mean_std
 
     values = torch.randn(300, generator=torch.Generator().manual_seed(4)) * 3 + 1
     live = torch.rand(300, generator=torch.Generator().manual_seed(5)) > 0.3
     for mask, row_weight in ((None, np.zeros(0, np.float32)), (live, (live.float() / live.sum()).numpy())):
-        mean, std = _ppo_loss.moments(values.numpy(), row_weight)
+        mean, std = native_loss.moments(values.numpy(), row_weight)
         expected_mean, expected_std = global_mean_std(values, mask, Group())
         assert math.isclose(mean, float(expected_mean), rel_tol=1e-6, abs_tol=1e-7)
         assert math.isclose(std, float(expected_std), rel_tol=1e-6)
-    assert _ppo_loss.moments(values.numpy(), np.zeros(300, np.float32)) == (0.0, 0.0)  # no live row
+    assert native_loss.moments(values.numpy(), np.zeros(300, np.float32)) == (0.0, 0.0)  # no live row
     with pytest.raises(ValueError, match="row_weight must hold 0 or 300 values"):
-        _ppo_loss.moments(values.numpy(), np.zeros(2, np.float32))
+        native_loss.moments(values.numpy(), np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="at least one value"):
-        _ppo_loss.moments(np.zeros(0, np.float32), np.zeros(0, np.float32))
+        native_loss.moments(np.zeros(0, np.float32), np.zeros(0, np.float32))

@@ -1,4 +1,4 @@
-"""The native MLP (puffercore._mlp, native/cpu/mlp.c) against torch: forward and backward
+"""The native MLP (puffercore.ppo._native.mlp, native/ppo/mlp.c) against torch: forward and backward
 of tanh and ReLU stacks, the heads' sampling, the policy binding collection uses
 (ppo.native_mlp), and misuse."""
 
@@ -10,8 +10,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from puffercore import _mlp
-from puffercore._mlp import MLP
+from puffercore.ppo._native import mlp as native_kernels
+from puffercore.ppo._native.mlp import MLP
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.native_mlp import NativeMLPPolicy
@@ -65,10 +65,10 @@ def test_the_16_and_8_lane_kernels_give_the_same_bits(widths, rows):
     x = np.random.default_rng(3).standard_normal((rows, widths[0])).astype(np.float32)
     d_out = np.random.default_rng(4).standard_normal((widths[-1], rows)).astype(np.float32)
     results = []
-    before = _mlp.set_wide(True)
+    before = native_kernels.set_wide(True)
     try:
         for wide in (True, False):
-            _mlp.set_wide(wide)
+            native_kernels.set_wide(wide)
             mlp = native_of(net, "tanh")
             gradients = [(np.zeros(tuple(m.weight.shape), np.float32), np.zeros(tuple(m.bias.shape), np.float32))
                          for m in net if isinstance(m, nn.Linear)]
@@ -77,7 +77,7 @@ def test_the_16_and_8_lane_kernels_give_the_same_bits(widths, rows):
             mlp.backward(d_out)
             results.append([out, *(array for pair in gradients for array in pair)])
     finally:
-        _mlp.set_wide(before)
+        native_kernels.set_wide(before)
     for wide, narrow in zip(*results):
         np.testing.assert_array_equal(wide, narrow)
 
@@ -227,3 +227,81 @@ def test_misuse_raises_clear_errors():
         unmade.set_gradients([])
     with pytest.raises(RuntimeError, match="needs a forward first"):
         unmade.sample_categorical(np.zeros(1, np.float32))
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_nan_and_inf_propagate_as_in_torch_at_both_widths(activation):
+    """tanh(NaN) and relu(NaN) are NaN, as in torch: a bad observation shows in its own
+    row's outputs (not as a finite action, later as a NaN gradient norm)."""
+    net = torch_mlp((4, 16, 16, 3), activation)
+    x = np.random.default_rng(5).standard_normal((20, 4)).astype(np.float32)
+    x[3, 1], x[7, 0], x[11, 2], x[12] = np.nan, np.inf, -np.inf, [np.nan, np.inf, 0.0, 1.0]
+    with torch.no_grad():
+        expected = net(torch.from_numpy(x)).numpy().T
+    assert np.isnan(expected[:, 3]).all() and np.isfinite(expected[:, 0]).all()
+    before = native_kernels.set_wide(True)
+    try:
+        for wide in (True, False):
+            native_kernels.set_wide(wide)
+            np.testing.assert_allclose(native_of(net, activation).forward(x), expected, rtol=0, atol=2e-6)
+    finally:
+        native_kernels.set_wide(before)
+    edge = np.array([[np.nan, np.inf, -np.inf, -0.0, 3.0]], np.float32).T  # through one unit each
+    identity = [(np.ones((1, 1), np.float32), np.zeros(1, np.float32))] * 2
+    torch_activation = torch.tanh if activation == "tanh" else torch.relu
+    np.testing.assert_array_equal(MLP(identity, activation).forward(edge)[0],
+                                  torch_activation(torch.from_numpy(edge[:, 0])).numpy())
+
+
+def test_lanes_reports_the_kernels_width():
+    before = native_kernels.set_wide(True)
+    try:
+        wide = native_kernels.lanes()
+        assert wide in (8, 16)
+        native_kernels.set_wide(False)
+        assert native_kernels.lanes() == 8
+    finally:
+        native_kernels.set_wide(before)
+
+
+def test_a_nan_observation_gives_its_row_nan_log_prob_and_value():
+    torch.manual_seed(0)
+    policy = DefaultPolicy(spaces.Box(-2, 2, (5,), np.float32), spaces.Discrete(3), hidden_size=16)
+    native = NativeMLPPolicy.for_policy(policy)
+    observations = np.zeros((6, 5), np.float32)
+    observations[2, 4] = np.nan
+    _, log_prob, value = native.act(observations, torch.Generator().manual_seed(0))
+    assert np.isnan(log_prob[2]) and np.isnan(value[2])
+    assert np.isfinite(np.delete(log_prob, 2)).all() and np.isfinite(np.delete(value, 2)).all()
+
+
+@pytest.mark.parametrize("change, name", [
+    (lambda policy: policy.encoder.__setitem__(0, nn.Linear(5, 16)), "encoder.0"),
+    (lambda policy: setattr(policy, "actor", nn.Linear(16, 3)), "actor"),
+    (lambda policy: setattr(policy.critic_encoder[2], "weight", nn.Parameter(torch.zeros(16, 16))),
+     "critic_encoder.2.weight"),
+    (lambda policy: policy.critic_encoder.__setitem__(1, nn.ReLU()), "critic_encoder.1"),
+])
+def test_a_replaced_module_or_parameter_is_refused_by_name(change, name):
+    torch.manual_seed(0)
+    policy = DefaultPolicy(spaces.Box(-2, 2, (5,), np.float32), spaces.Discrete(3), hidden_size=16)
+    native = NativeMLPPolicy.for_policy(policy)
+    observations = np.ones((4, 5), np.float32)
+    native.act(observations, torch.Generator().manual_seed(0))
+    change(policy)
+    for call in (lambda: native.act(observations, torch.Generator()), lambda: native.values(observations),
+                 lambda: native.forward(observations)):
+        with pytest.raises(RuntimeError, match=rf"policy's {name} was replaced after its native MLP was made"):
+            call()
+
+
+def test_parameters_moved_to_new_storage_are_followed():
+    torch.manual_seed(0)
+    policy = DefaultPolicy(spaces.Box(-2, 2, (5,), np.float32), spaces.Discrete(3), hidden_size=16)
+    native = NativeMLPPolicy.for_policy(policy)
+    observations = np.random.default_rng(2).standard_normal((8, 5)).astype(np.float32)
+    native.values(observations)
+    with torch.no_grad():
+        policy.critic.bias.data = policy.critic.bias.data + 1.0  # the same Parameter, new storage
+        expected = policy.output(torch.from_numpy(observations)).value.numpy()
+    np.testing.assert_allclose(native.values(observations), expected, atol=2e-6)

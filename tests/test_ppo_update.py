@@ -17,7 +17,10 @@ from puffercore.ppo import PPOConfig, update
 from puffercore.precision import native_bf16
 from puffercore.ppo import flat_adam
 from puffercore.ppo.flat_adam import FlatAdam
+from puffercore.ppo.plan import UpdatePlan, fused_adam_supported
 from puffercore.ppo.rollout import iterate_minibatches
+
+FUSED = fused_adam_supported("cpu")  # torch's CPU fused Adam (torch 2.4 on)
 
 
 def small_config(**overrides) -> PPOConfig:
@@ -47,18 +50,58 @@ def train_steps(policy: DefaultPolicy, optimizer, steps: int, observations: torc
 def test_flat_adam_steps_like_torch_adam_and_its_direct_kernel_call_like_its_own_step():
     observations = torch.randn(32, 5, generator=torch.Generator().manual_seed(1))
     reference, flat, direct = box_policy(), box_policy(), box_policy()
-    train_steps(reference, torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=True), 6, observations)
-    train_steps(flat, FlatAdam(flat, lr=1e-2, eps=1e-5, fused=True, groups=flat.parameter_groups()), 6, observations)
+    train_steps(reference, torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=FUSED), 6, observations)
+    train_steps(flat, FlatAdam(flat, lr=1e-2, eps=1e-5, fused=FUSED, groups=flat.parameter_groups()), 6, observations)
     for got, expected in zip(flat.parameters(), reference.parameters()):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)  # the same arithmetic, a vector tail apart
 
     # The direct kernel call (every step after the first) is torch's Adam.step, bit for bit.
-    optimizer = FlatAdam(direct, lr=1e-2, eps=1e-5, fused=True, groups=direct.parameter_groups())
+    optimizer = FlatAdam(direct, lr=1e-2, eps=1e-5, fused=FUSED, groups=direct.parameter_groups())
     for _ in range(6):
         optimizer.zero_grad()
         policy_loss(direct, observations).backward()
         torch.optim.Adam.step(optimizer)
     assert all(torch.equal(got, expected) for got, expected in zip(flat.parameters(), direct.parameters()))
+
+
+def test_flat_adam_without_torch_internals_takes_the_public_api_and_steps_alike(monkeypatch):
+    """The direct kernel call and the unwrapped Optimizer methods are torch internals:
+    where they are missing or changed, FlatAdam steps through torch.optim.Adam."""
+    observations = torch.randn(32, 5, generator=torch.Generator().manual_seed(2))
+    results = []
+    for internals in (True, False):
+        if not internals:
+            monkeypatch.setattr(flat_adam, "_KERNEL_WORKS", {"cpu": False})
+            monkeypatch.setattr(flat_adam, "_unwrapped", lambda method, arguments: method)
+        policy = box_policy()
+        optimizer = FlatAdam(policy, lr=1e-2, eps=1e-5, groups=policy.parameter_groups(), step="fused")
+        train_steps(policy, optimizer, 4, observations)
+        copy_state = copy.deepcopy(optimizer.state_dict())
+        optimizer.load_state_dict(copy_state)
+        train_steps(policy, optimizer, 2, observations)
+        results.append(torch.cat([parameter.detach().reshape(-1) for parameter in policy.parameters()]))
+    if FUSED:  # the same fused kernel either way: the same bits
+        assert torch.equal(results[0], results[1])
+    else:
+        torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+
+def test_torch_internals_are_checked_before_use(monkeypatch):
+    assert flat_adam.fused_kernel_works("cpu") == FUSED
+    monkeypatch.setattr(flat_adam, "_KERNEL_WORKS", {})
+    monkeypatch.delattr(torch, "_fused_adam_")
+    assert not flat_adam.fused_kernel_works("cpu")  # missing: the public path
+    monkeypatch.setattr(flat_adam, "_KERNEL_WORKS", {})
+    monkeypatch.setattr(torch, "_fused_adam_", lambda *args, **kwargs: None, raising=False)
+    assert not flat_adam.fused_kernel_works("cpu")  # there, but not stepping as Adam does
+
+    def wrapper(*args, **kwargs):
+        return None
+    wrapper.__wrapped__ = lambda self, other: "inner"
+    assert flat_adam._unwrapped(wrapper, ("self", "other")) is wrapper.__wrapped__
+    assert flat_adam._unwrapped(wrapper, ("self",)) is wrapper  # other arguments than expected: not torch's wrapper
+    del wrapper.__wrapped__
+    assert flat_adam._unwrapped(wrapper, ("self", "other")) is wrapper
 
 
 def test_flat_adam_keeps_a_gradient_that_replaced_its_view():
@@ -87,10 +130,10 @@ def test_flat_adam_groups_lie_together_and_state_saved_by_torch_adam_loads():
     # A checkpoint of the earlier trainer (torch's Adam, one state per parameter) resumes.
     observations = torch.randn(16, 5)
     reference = box_policy()
-    reference_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=True)
+    reference_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=FUSED)
     train_steps(reference, reference_optimizer, 3, observations)
     resumed = copy.deepcopy(reference)
-    resumed_optimizer = FlatAdam(resumed, lr=1e-2, eps=1e-5, fused=True, groups=resumed.parameter_groups())
+    resumed_optimizer = FlatAdam(resumed, lr=1e-2, eps=1e-5, fused=FUSED, groups=resumed.parameter_groups())
     resumed_optimizer.load_state_dict(copy.deepcopy(reference_optimizer.state_dict()))
     assert int(resumed_optimizer.state[resumed_optimizer.flat]["step"]) == 3
     train_steps(reference, reference_optimizer, 1, observations)
@@ -108,8 +151,8 @@ def test_native_clipped_step_is_the_torch_clip_and_fused_adam(weight_decay):
     moments, over steps where the actor is clipped and the critic is not."""
     observations = torch.randn(32, 5, generator=torch.Generator().manual_seed(2))
     native_policy, torch_policy = box_policy(), box_policy()
-    native = FlatAdam(native_policy, lr=1e-2, eps=1e-5, fused=True, groups=native_policy.parameter_groups())
-    reference = FlatAdam(torch_policy, lr=1e-2, eps=1e-5, fused=True, groups=torch_policy.parameter_groups())
+    native = FlatAdam(native_policy, lr=1e-2, eps=1e-5, fused=FUSED, groups=native_policy.parameter_groups())
+    reference = FlatAdam(torch_policy, lr=1e-2, eps=1e-5, fused=FUSED, groups=torch_policy.parameter_groups())
     for optimizer in (native, reference):
         optimizer.param_groups[0]["weight_decay"] = weight_decay
     assert native.bounds is not None and native.bounds[-1] == native.flat.numel()
@@ -152,25 +195,25 @@ def test_native_clipped_step_goes_on_from_a_loaded_state():
 
 
 def test_native_clipped_step_rejects_mismatched_buffers():
-    from puffercore import _adam
+    from puffercore.ppo._native import adam as native_adam
     values = np.zeros(4, np.float32)
     norms = np.zeros(1, np.float32)
     step = np.zeros(1, np.float32)
     arguments = (1.0, 1e-3, 0.9, 0.999, 1e-5, 0.0)
     with pytest.raises(ValueError, match="must hold 4 values like parameters"):
-        _adam.clipped_step(values, np.zeros(3, np.float32), values, values, step, np.array([0, 4]), *arguments, norms)
+        native_adam.clipped_step(values, np.zeros(3, np.float32), values, values, step, np.array([0, 4]), *arguments, norms)
     with pytest.raises(ValueError, match="bounds must run from 0 to 4"):
-        _adam.clipped_step(values, values, values, values, step, np.array([0, 3]), *arguments, norms)
+        native_adam.clipped_step(values, values, values, values, step, np.array([0, 3]), *arguments, norms)
     with pytest.raises(ValueError, match="one value a group"):
-        _adam.clipped_step(values, values, values, values, step, np.array([0, 2, 4]), *arguments, norms)
+        native_adam.clipped_step(values, values, values, values, step, np.array([0, 2, 4]), *arguments, norms)
     with pytest.raises(ValueError, match="step must hold 1 value"):
-        _adam.clipped_step(values, values, values, values, np.zeros(2, np.float32), np.array([0, 4]), *arguments, norms)
+        native_adam.clipped_step(values, values, values, values, np.zeros(2, np.float32), np.array([0, 4]), *arguments, norms)
     with pytest.raises(ValueError, match="bounds must hold at least 2 offsets"):
-        _adam.clipped_step(values, values, values, values, step, np.array([0]), *arguments, np.zeros(0, np.float32))
+        native_adam.clipped_step(values, values, values, values, step, np.array([0]), *arguments, np.zeros(0, np.float32))
     with pytest.raises(ValueError, match="Buffer dtype mismatch"):
-        _adam.clipped_step(values.astype(np.float64), values, values, values, step, np.array([0, 4]), *arguments, norms)
+        native_adam.clipped_step(values.astype(np.float64), values, values, values, step, np.array([0, 4]), *arguments, norms)
     with pytest.raises(ValueError, match="must not decrease"):
-        _adam.clipped_step(values, values, values, values, step, np.array([0, 5, 4]), *arguments,
+        native_adam.clipped_step(values, values, values, values, step, np.array([0, 5, 4]), *arguments,
                            np.zeros(2, np.float32))
 
 
@@ -246,21 +289,25 @@ def test_auto_compiles_where_the_run_repays_it_and_keeps_it_only_if_faster(monke
     monkeypatch.setattr(update.UpdateStep, "compile", stand_in_compile)
     policy = box_policy()
     optimizer = FlatAdam(policy, lr=1e-3, eps=1e-5)
-    short = update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, "auto")
+    auto = UpdatePlan.make(policy, PPOConfig(compile="auto", backward="autograd"), "cpu")
+    assert auto.gradients.name == "auto" and auto.compiled is None
+    short = update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, auto)
     short.decide(seconds=1.0, updates_left=int(update.AUTO_COMPILE_SECONDS) - 1)
     assert short.decided and short.compiled is None  # the rest of the run is too short to repay a compile
 
-    step = update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, "auto")
+    assert auto.compiled is False  # the plan records the outcome
+    auto = UpdatePlan.make(policy, PPOConfig(compile="auto", backward="autograd"), "cpu")
+    step = update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, auto)
     step.decide(seconds=1.0, updates_left=int(update.AUTO_COMPILE_SECONDS))
     assert step.compiled is not None and not step.decided
     step.decide(seconds=20.0, updates_left=100)  # the update that compiled: not judged
     assert step.compiled is not None and not step.decided
     step.decide(seconds=compiled_seconds, updates_left=99)
-    assert step.decided and (step.compiled is not None) == kept
+    assert step.decided and (step.compiled is not None) == kept and auto.compiled == kept
     step.decide(seconds=100.0, updates_left=98)  # decided: no second thoughts
     assert (step.compiled is not None) == kept
     with pytest.raises(ValueError, match="compile must be one of"):
-        update.UpdateStep(lambda *args: {}, policy, optimizer, 0.5, None, "sometimes")
+        UpdatePlan.make(policy, PPOConfig(compile="sometimes"), "cpu")
 
 
 def test_compiled_runs_train_reproducibly_and_report_their_compile_time(tmp_path):

@@ -23,22 +23,24 @@ the functional `adam` in a lazy `import torch._dynamo` (to keep torch.compile ou
 them), and that import took 1.7 s on the 2-core machine: 40% of the time PPO took to
 solve CartPole. This optimizer is never compiled, so it calls those methods unwrapped
 and makes the fused kernel's state itself (as torch's Adam does) instead of taking its
-first step through `adam`; only the unfused path (devices without the fused kernel)
-still steps through torch's Adam.
+first step through `adam`. Both are torch internals, checked before use: a method is
+unwrapped only where its `__wrapped__` takes the expected arguments, and the kernel is
+called directly only where it exists and its first steps on a few numbers match Adam's
+formula (`fused_kernel_works`); elsewhere, and on devices where this torch has no fused
+kernel (the CPU before torch 2.4), the step is torch.optim.Adam's own.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from puffercore import _adam
-
-
-NATIVE_STEP_MAX_PARAMETERS = 1 << 18  # FlatAdam.clipped_step's native call up to this size
+from puffercore.ppo._native import adam as native_adam
+from puffercore.ppo.plan import fused_adam_supported, optimizer_choice
 
 
 class FlatAdam(torch.optim.Adam):
@@ -47,7 +49,7 @@ class FlatAdam(torch.optim.Adam):
     one tensor: the group's gradients, flat (what per-group clipping needs)."""
 
     def __init__(self, module: nn.Module, lr: float, eps: float, fused: bool | None = None,
-                 groups: dict[str, list[nn.Parameter]] | None = None):
+                 groups: dict[str, list[nn.Parameter]] | None = None, step: str | None = None):
         self.module_parameters = list(module.parameters())
         groups = {"": self.module_parameters} if groups is None else groups
         self.layout = [parameter for parameters in groups.values() for parameter in parameters]
@@ -70,21 +72,23 @@ class FlatAdam(torch.optim.Adam):
                 offset += size
             self.gradients[name] = flat.grad[start:offset]
         self.flat = flat
-        # The groups' offsets, for the native step: float32 on the CPU, and small policies
-        # only, where the launches around the arithmetic cost most; a big one's step is
-        # the arithmetic, which torch's kernel can spread over threads (Atari's 1.7 M
-        # parameters took as long either way on one thread: bench_update.py --optimizer).
-        self.bounds = None
+        # The step: an UpdatePlan's optimizer choice (ppo.plan), or the same rule's.
+        self.step_kind = step or optimizer_choice(flat.numel(), flat.device, flat.dtype).name
+        if self.step_kind == "native" and (flat.device.type != "cpu" or flat.dtype != torch.float32):
+            raise ValueError(f"the native step needs float32 parameters on the CPU, got {flat.dtype} on {flat.device}")
+        self.bounds = None  # the groups' offsets, for the native step
         self._host = None  # _host_buffers' views and the tensors they were made from
-        if flat.device.type == "cpu" and flat.dtype == torch.float32 and flat.numel() <= NATIVE_STEP_MAX_PARAMETERS:
+        if self.step_kind == "native":
             self.bounds = np.cumsum([0, *(gradients.numel() for gradients in self.gradients.values())])
+        if fused is None:
+            fused = fused_adam_supported(flat.device)
         super().__init__([flat], lr=lr, eps=eps, fused=fused)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        _unwrapped(torch.optim.Optimizer.add_param_group)(self, param_group)
+        _unwrapped(torch.optim.Optimizer.add_param_group, ("self", "param_group"))(self, param_group)
 
     def state_dict(self) -> dict[str, Any]:
-        return _unwrapped(torch.optim.Optimizer.state_dict)(self)
+        return _unwrapped(torch.optim.Optimizer.state_dict, ("self",))(self)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero every gradient, in place whatever `set_to_none` (the views stay the gradients)."""
@@ -103,21 +107,17 @@ class FlatAdam(torch.optim.Adam):
         group, state = self.param_groups[0], self.state[self.flat]
         if closure is not None or not group["fused"] or group["amsgrad"] or torch.is_tensor(group["lr"]):
             return super().step(closure)  # options the kernel call below lacks
+        if not fused_kernel_works(self.flat.device):  # torch's own fused step, through its public API
+            return super().step()
         self._make_state()
-        # What torch's fused Adam runs for one tensor (torch.optim.adam._fused_adam),
-        # without Optimizer.step's Python around it (79 -> 27 us a step; module docstring).
-        torch._foreach_add_([state["step"]], 1)
-        torch._fused_adam_([self.flat], [self.flat.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [],
-                           [state["step"]], amsgrad=False, lr=group["lr"], beta1=group["betas"][0],
-                           beta2=group["betas"][1], weight_decay=group["weight_decay"], eps=group["eps"],
-                           maximize=group["maximize"], grad_scale=None, found_inf=None)
+        _kernel_step(self.flat, state, group)
         return None
 
     @torch.no_grad()
     def clipped_step(self, max_norm: float) -> torch.Tensor:
         """Clip each group's gradients to L2 norm `max_norm` at most (`clip_grad_norm`),
         then step; returns the groups' norms before clipping, in `gradients` order (one
-        tensor). On the CPU in float32, one native call (`puffercore._adam`): the same
+        tensor). On the CPU in float32, one native call (`puffercore.ppo._native.adam`): the same
         arithmetic as the torch ops, in a fixed order, without their launches."""
         self._attach_gradients()
         group = self.param_groups[0]
@@ -126,7 +126,7 @@ class FlatAdam(torch.optim.Adam):
             self.fused_step()
             return norms
         norms = torch.empty(len(self.gradients))
-        _adam.clipped_step(*self._host_buffers(), self.bounds, max_norm, group["lr"], group["betas"][0],
+        native_adam.clipped_step(*self._host_buffers(), self.bounds, max_norm, group["lr"], group["betas"][0],
                            group["betas"][1], group["eps"], group["weight_decay"], norms.numpy())
         return norms
 
@@ -176,13 +176,73 @@ class FlatAdam(torch.optim.Adam):
                         flat[offset : offset + parameter.numel()] = entry[name].reshape(-1)
                     state[0][name] = flat
             state_dict = {"state": state, "param_groups": [{**groups[0], "params": [0]}]}
-        _unwrapped(torch.optim.Optimizer.load_state_dict)(self, state_dict)
+        _unwrapped(torch.optim.Optimizer.load_state_dict, ("self", "state_dict"))(self, state_dict)
 
 
-def _unwrapped(method):
+def _unwrapped(method, arguments: tuple[str, ...]):
     """`method` without torch's lazy-dynamo wrapper (module docstring): the function it
-    wraps (functools.wraps' `__wrapped__`), or `method` where torch does not wrap it."""
-    return getattr(method, "__wrapped__", method)
+    wraps (functools.wraps' `__wrapped__`) where that takes exactly `arguments`, else
+    `method` itself (a torch that does not wrap it, or wraps something else)."""
+    wrapped = getattr(method, "__wrapped__", None)
+    if not callable(wrapped) or _parameter_names(wrapped) != arguments:
+        return method
+    return wrapped
+
+
+def _parameter_names(function) -> tuple[str, ...] | None:
+    try:
+        return tuple(inspect.signature(function, follow_wrapped=False).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def _kernel_step(flat: torch.Tensor, state: dict, group: dict) -> None:
+    """What torch's fused Adam runs for one tensor (torch.optim.adam._fused_adam), called
+    directly: torch internals, used only where `fused_kernel_works`."""
+    torch._foreach_add_([state["step"]], 1)
+    torch._fused_adam_([flat], [flat.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [state["step"]],
+                       amsgrad=False, lr=group["lr"], beta1=group["betas"][0], beta2=group["betas"][1],
+                       weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+                       grad_scale=None, found_inf=None)
+
+
+_KERNEL_WORKS: dict[str, bool] = {}
+
+
+def fused_kernel_works(device: torch.device | str) -> bool:
+    """Whether calling torch's fused Adam kernel directly (`_kernel_step`) steps as Adam
+    does on `device`'s type: tried once, so that a torch whose internals moved or changed
+    takes the public path (torch.optim.Adam's step) instead of failing or stepping
+    differently."""
+    kind = torch.device(device).type
+    if kind not in _KERNEL_WORKS:
+        _KERNEL_WORKS[kind] = fused_adam_supported(kind) and _kernel_matches(kind)
+    return _KERNEL_WORKS[kind]
+
+
+def _kernel_matches(kind: str) -> bool:
+    """Two steps of the kernel on three numbers against Adam's formula (not torch's Adam,
+    whose first step imports torch._dynamo: the cost this optimizer avoids)."""
+    lr, beta1, beta2, eps, decay = 0.01, 0.9, 0.999, 1e-8, 0.1
+    values, gradient = [0.5, -1.0, 2.0], [0.1, -0.2, 0.3]
+    direct = torch.tensor(values, device=kind)
+    direct.grad = torch.tensor(gradient, device=kind)
+    state = {"step": torch.zeros((), device=kind), "exp_avg": torch.zeros_like(direct),
+             "exp_avg_sq": torch.zeros_like(direct)}
+    group = {"lr": lr, "betas": (beta1, beta2), "eps": eps, "weight_decay": decay, "maximize": False}
+    expected, first, second = list(values), [0.0] * 3, [0.0] * 3
+    try:
+        for step in (1, 2):
+            _kernel_step(direct, state, group)
+            for i, g in enumerate(gradient):
+                g += decay * expected[i]
+                first[i] = beta1 * first[i] + (1 - beta1) * g
+                second[i] = beta2 * second[i] + (1 - beta2) * g * g
+                denominator = (second[i] / (1 - beta2**step)) ** 0.5 + eps
+                expected[i] -= lr / (1 - beta1**step) * first[i] / denominator
+    except (AttributeError, TypeError, RuntimeError, NotImplementedError):
+        return False
+    return torch.allclose(direct.cpu().double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-5, atol=1e-7)
 
 
 def clip_grad_norm(gradients: torch.Tensor, max_norm: float) -> torch.Tensor:

@@ -19,7 +19,7 @@ so the update is two native calls around the loss: the actor's and critic's forw
 backward in C (`puffercore.ppo.native_mlp`, which collection uses too), each layer's
 gradient written straight into the optimizer's flat gradient buffer, and the loss with
 its gradient with respect to the head's outputs and the value in one pass over the rows
-(`native/cpu/ppo_loss.pyx`), where torch would launch some 50 elementwise ops. It is the
+(`native/ppo/loss.pyx`), where torch would launch some 50 elementwise ops. It is the
 same objective as `loss.ppo_loss` (advantages normalized over the minibatch, both clips,
 the entropy bonus, padding rows left out of every mean), checked against autograd in the
 tests; its bits differ from autograd's by float rounding (sums in another order), so a
@@ -39,12 +39,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from puffercore import _ppo_loss
+from puffercore.ppo._native import loss as native_loss
 from puffercore.distributed import Group
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.loss import global_mean_std
 from puffercore.ppo.native_mlp import NativeMLPPolicy
+from puffercore.ppo.plan import UpdatePlan
 
 # ppo_loss's scalars, in its order
 LOSS_NAMES = ("loss", "policy", "value", "entropy", "approx_kl", "clip_fraction")
@@ -68,12 +69,11 @@ class MLPGradients:
 
     @classmethod
     def for_policy(cls, policy, optimizer: FlatAdam, config: PPOConfig, group=None) -> "MLPGradients | None":
-        """The hand-derived gradients of `policy`, or None where they do not apply (see the
-        module docstring) or `config.backward` is "autograd"."""
-        if config.backward != "auto" or config.prio_alpha > 0:  # prioritized rows: autograd's weighted loss
+        """The hand-derived gradients of `policy`, or None where its UpdatePlan
+        (ppo.plan) takes autograd."""
+        if not UpdatePlan.make(policy, config, next(policy.parameters()).device).native_gradients:
             return None
-        native = NativeMLPPolicy.for_policy(policy)
-        return None if native is None else cls(native, optimizer, config, group)
+        return cls(NativeMLPPolicy(policy), optimizer, config, group)
 
     @torch.no_grad()
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -92,7 +92,7 @@ class MLPGradients:
         mean, scale = 0.0, 1.0
         if config.norm_adv:
             if self.group.world_size == 1:  # this minibatch's moments
-                mean, std = _ppo_loss.moments(advantage, row_weight)
+                mean, std = native_loss.moments(advantage, row_weight)
             else:  # every rank's
                 mean, std = map(float, global_mean_std(batch["advantage"], live, self.group))
             scale = 1.0 / (std + 1e-8)
@@ -106,9 +106,9 @@ class MLPGradients:
             action = batch["action"].numpy().reshape(-1)
             if self.start or action.dtype != np.int64:
                 action = (action - self.start).astype(np.int64)
-            _ppo_loss.categorical_loss(logits, value, action, *rollout, d_logits, d_value, scalars.numpy())
+            native_loss.categorical_loss(logits, value, action, *rollout, d_logits, d_value, scalars.numpy())
         else:  # the logits are the Gaussian's means
-            _ppo_loss.gaussian_loss(logits, self.log_std.detach().numpy(), value,
+            native_loss.gaussian_loss(logits, self.log_std.detach().numpy(), value,
                                     np.ascontiguousarray(batch["action"].numpy()), *rollout, d_logits,
                                     self.log_std_gradient.numpy(), d_value, scalars.numpy())
         self.native.backward(d_logits, d_value)

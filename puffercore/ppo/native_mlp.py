@@ -1,4 +1,4 @@
-"""The default MLP policy's actor and critic run in C (`puffercore._mlp`, native/cpu/mlp.c):
+"""The default MLP policy's actor and critic run in C (`puffercore.ppo._native.mlp`, native/ppo/mlp.c):
 collection's forward and sampling in one call, and the update's forward and backward.
 
     native = NativeMLPPolicy.for_policy(policy)   # None: not a policy this covers
@@ -11,9 +11,13 @@ A small MLP's forward in eager torch is a dozen module calls of a few microsecon
 around matmuls that take less, so C wins for policies up to 64 wide
 (bench/bench_rollout_inference.py; docs/experiments/2026-11-ppo-update.md). The
 parameters are read in place (numpy views of the torch parameters, renewed when a
-parameter's storage moves), so every optimizer step is seen without a copy.
+parameter's storage moves), so every optimizer step is seen without a copy. A module or
+parameter of the policy replaced after this object was made (`policy.actor = ...`) is
+refused with a RuntimeError naming it, at the next call. NaN and inf pass through as in
+torch (tanh(NaN) and relu(NaN) are NaN): a bad observation's row gets a NaN value and
+log-probability.
 
-What it covers: `DefaultPolicy` with separate MLP actor and critic (tanh or ReLU, hidden
+What it covers (`unsupported` says why not): `DefaultPolicy` with separate MLP actor and critic (tanh or ReLU, hidden
 layers up to MAX_WIDTH wide) on flat observations, one Discrete action without an action
 mask or a 1-D Box action (the Gaussian with the policy's state-independent log std),
 float32 parameters on the CPU. Discrete actions are drawn by the inverse of the
@@ -30,7 +34,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from puffercore._mlp import MLP
+from puffercore.ppo._native.mlp import MLP
 from puffercore.ppo.default_policy import DefaultPolicy
 
 ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
@@ -40,7 +44,7 @@ MAX_WIDTH = 64
 
 
 class NativeMLPPolicy:
-    """A DefaultPolicy's actor and critic as two `puffercore._mlp.MLP`s; see the module docstring."""
+    """A DefaultPolicy's actor and critic as two `puffercore.ppo._native.mlp.MLP`s; see the module docstring."""
 
     def __init__(self, policy: DefaultPolicy):
         self.policy = policy
@@ -51,27 +55,17 @@ class NativeMLPPolicy:
         self.actor = MLP(_views(self.actor_layers), activation)
         self.critic = MLP(_views(self.critic_layers), activation)
         self.pointers = [parameter.data_ptr() for parameter in self.parameters]
+        self.slots = _slots(policy)
+        self.held = [slot.get(key) for slot, key, _ in self.slots]  # kept alive: their ids stay theirs
+        self.bound = self._slot_ids()
         head = policy.head
         self.start = None if head.is_continuous else int(head.space.start)
 
     @classmethod
     def for_policy(cls, policy) -> "NativeMLPPolicy | None":
-        """The native actor and critic of `policy`, or None where they do not apply (see
-        the module docstring)."""
-        if not isinstance(policy, DefaultPolicy) or policy.image_shape is not None or policy.lstm is not None \
-                or policy.critic_encoder is None or policy.decode_leaves or policy.mask_leaf is not None:
-            return None
-        if not isinstance(policy.head.space, (spaces.Discrete, spaces.Box)):
-            return None
-        if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in policy.parameters()):
-            return None
-        if not _plain_mlp(policy.encoder) or not _plain_mlp(policy.critic_encoder) \
-                or type(policy.encoder[1]) is not type(policy.critic_encoder[1]):
-            return None
-        layers = linear_layers(policy.encoder) + linear_layers(policy.critic_encoder)
-        if max(layer.out_features for layer in layers) > MAX_WIDTH:
-            return None
-        return cls(policy)
+        """The native actor and critic of `policy`, or None where they do not apply
+        (`unsupported`)."""
+        return None if unsupported(policy) else cls(policy)
 
     def set_gradients(self, gradient_of: dict[int, torch.Tensor]) -> None:
         """Where `backward` writes: `gradient_of` maps id(parameter) to its gradient
@@ -113,9 +107,20 @@ class NativeMLPPolicy:
         x = np.ascontiguousarray(observations.reshape(len(observations), -1), dtype=np.float32)
         return self.critic.forward(x)[0]
 
+    def _slot_ids(self) -> list[int]:
+        return [id(slot.get(key)) for slot, key, _ in self.slots]
+
     def _renew_views(self) -> None:
         """Numpy views of the parameters' current storage (an optimizer that gathers the
-        parameters into one flat buffer moves them)."""
+        parameters into one flat buffer moves them). A module or parameter of the policy
+        replaced since this object was made is refused: the optimizer and the gradient
+        buffers were built for the old ones, so rebinding would train a copy no one reads."""
+        if self._slot_ids() != self.bound:
+            changed = next(name for (_, _, name), now, then in zip(self.slots, self._slot_ids(), self.bound)
+                           if now != then)
+            raise RuntimeError(f"the policy's {changed} was replaced after its native MLP was made: make a new "
+                               "Trainer (or NativeMLPPolicy) for the changed policy, or train with --train.inference "
+                               "torch --train.backward autograd")
         pointers = [parameter.data_ptr() for parameter in self.parameters]
         if pointers != self.pointers:
             if not all(parameter.is_contiguous() for parameter in self.parameters):
@@ -123,6 +128,52 @@ class NativeMLPPolicy:
             self.actor.set_parameters(_views(self.actor_layers))
             self.critic.set_parameters(_views(self.critic_layers))
             self.pointers = pointers
+
+
+def unsupported(policy) -> str | None:
+    """Why the native MLP does not cover `policy` (one phrase), or None where it does
+    (see the module docstring)."""
+    if not isinstance(policy, DefaultPolicy):
+        return f"not the default policy ({type(policy).__name__})"
+    if policy.image_shape is not None:
+        return "image observations (the CNN encoder)"
+    if policy.lstm is not None:
+        return "an LSTM policy"
+    if policy.critic_encoder is None:
+        return "a shared actor-critic trunk"
+    if policy.decode_leaves:
+        return "observations decoded leaf by leaf (mixed dtypes)"
+    if policy.mask_leaf is not None:
+        return "an action mask"
+    space = policy.head.space
+    if not isinstance(space, (spaces.Discrete, spaces.Box)):
+        return f"the action space {space} (one Discrete or a Box only)"
+    odd = next((p for p in policy.parameters() if p.dtype != torch.float32 or p.device.type != "cpu"), None)
+    if odd is not None:
+        return f"parameters in {odd.dtype} on {odd.device} (float32 on the CPU only)"
+    if not _plain_mlp(policy.encoder) or not _plain_mlp(policy.critic_encoder) \
+            or type(policy.encoder[1]) is not type(policy.critic_encoder[1]):
+        kinds = sorted({type(module).__name__ for module in [*policy.encoder, *policy.critic_encoder]})
+        return f"an encoder of {', '.join(kinds)} (Linear layers with one tanh or ReLU activation only)"
+    width = max(layer.out_features for layer in linear_layers(policy.encoder) + linear_layers(policy.critic_encoder))
+    if width > MAX_WIDTH:
+        return f"hidden layers {width} wide (at most {MAX_WIDTH})"
+    return None
+
+
+def _slots(policy: DefaultPolicy) -> list[tuple[dict, str, str]]:
+    """The places (dict, key, the name as the policy spells it) that hold the modules and
+    parameters the native MLP reads: what replacing one of them (`policy.actor = ...`,
+    `policy.encoder[0] = ...`, `layer.weight = ...`) changes."""
+    slots = [(policy._modules, name, name) for name in ("encoder", "critic_encoder", "actor", "critic")]
+    for name in ("encoder", "critic_encoder"):
+        sequential = getattr(policy, name)
+        slots += [(sequential._modules, key, f"{name}.{key}") for key in sequential._modules]
+        slots += [(layer._parameters, kind, f"{name}.{key}.{kind}") for key, layer in sequential._modules.items()
+                  if isinstance(layer, nn.Linear) for kind in ("weight", "bias")]
+    slots += [(getattr(policy, name)._parameters, kind, f"{name}.{kind}")
+              for name in ("actor", "critic") for kind in ("weight", "bias")]
+    return slots
 
 
 def linear_layers(mlp: nn.Sequential) -> list[nn.Linear]:

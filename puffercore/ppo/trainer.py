@@ -33,6 +33,7 @@ from puffercore.ppo.native_mlp import NativeMLPPolicy
 from puffercore.ppo.parts import (free_cores, make_optimizer, make_policy, make_vector, policy_record, resolve_policy,
                                   transformed)
 from puffercore.ppo.policy import restart_ended
+from puffercore.ppo.plan import UpdatePlan
 from puffercore.ppo.popart import PopArt, value_layer
 from puffercore.ppo.update import UpdateStep
 from puffercore.ppo.rollout import RolloutBuffer, iterate_minibatches, row_priorities, state_fields
@@ -74,12 +75,16 @@ class Trainer:
         self.policy = make_policy(vec, config, self.policy_source).to(self.device)
         self.group.broadcast_parameters(self.policy)
         self.popart = PopArt(value_layer(self.policy)) if config.value_norm else None
-        self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device)
+        # Which paths the update and collection take, and why (puffercore.ppo.plan): read, not re-derived.
+        self.plan = UpdatePlan.make(self.policy, config, self.device)
+        self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device, self.plan.optimizer.name)
+        # One native actor and critic (made after the optimizer moved the parameters into its
+        # flat buffer) for the update's gradients and collection's forward alike.
+        native = NativeMLPPolicy(self.policy) if self.plan.native_gradients or self.plan.native_collection else None
+        gradients = MLPGradients(native, self.optimizer, config, self.group) if self.plan.native_gradients else None
         self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
-                                      self.group, config.compile, config.precision,
-                                      MLPGradients.for_policy(self.policy, self.optimizer, config, self.group))
-        # Collection's forward and sampling in C where the policy allows (puffercore.ppo.native_mlp)
-        self.native_policy = NativeMLPPolicy.for_policy(self.policy) if config.inference == "auto" else None
+                                      self.group, self.plan, gradients)
+        self.native_policy = native if self.plan.native_collection else None
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
 
@@ -268,6 +273,8 @@ class Trainer:
         self.losses["learning_rate"] = self.optimizer.param_groups[0]["lr"]
         if self.update_step.compile_seconds:
             self.losses["compile_seconds"] = self.update_step.compile_seconds
+        if self.plan.compiled is not None:
+            self.losses["compiled"] = float(self.plan.compiled)
         self.update_step.decide(time.perf_counter() - started, self.num_updates - self.update - 1)
 
     def _minibatch_loss(self, minibatch: dict, by_rows: bool, weights) -> dict[str, torch.Tensor]:

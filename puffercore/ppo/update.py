@@ -1,32 +1,43 @@
-"""One minibatch step of the PPO update -- loss, backward, gradient clipping, optimizer
-step -- with the loss eager or compiled by torch.compile (`PPOConfig.compile`), and its
-statistics left on the device.
+"""One minibatch step of the PPO update -- loss, gradients, clipping, optimizer step --
+on the paths an `UpdatePlan` (puffercore.ppo.plan) picked once for the run, with the
+step's statistics left on the device.
 
-    step = UpdateStep(trainer._minibatch_loss, policy, optimizer, max_grad_norm, group, "auto", "float32")
+    step = UpdateStep(trainer._minibatch_loss, policy, optimizer, max_grad_norm, group, plan, gradients)
     scalars = step(minibatch, by_rows, weights)      # one tensor of step.names' values; no host sync
-    step.decide(update_seconds, updates_left)        # "auto": compile where the rest of the run repays it
+    step.decide(update_seconds, updates_left)        # compile "auto": compile where the rest of the run repays it
+
+    path (plan)             runs                                            when
+    gradients  native       the loss and its gradients in C                 default MLP, separate actor and
+                            (ppo.mlp_gradients on ppo.native_mlp)           critic, Discrete or Box action,
+                                                                            float32 on the CPU, not compiled
+               eager        autograd on the torch loss                      compile=false, or a veto above
+               compiled     autograd on torch.compile's loss                compile=true
+               auto         eager, then compiled if it repays and is faster compile=auto and a veto above
+    precision  float32      as is
+               bfloat16     the loss under autocast (bf16 matmuls,          precision=bfloat16, or auto on a
+                            float32 weights, optimizer and reductions)      CPU that computes bf16 natively
+    optimizer  native       clip and Adam in one C call (FlatAdam)          float32 on the CPU, <= 2^18 numbers
+               fused        torch's fused Adam kernel, after torch's clip   bigger, or on a GPU
+               plain        torch.optim.Adam's step, after torch's clip     no fused kernel in this torch there
+    collection native       forward and sampling in C (ppo.native_mlp)      as the native gradients, any precision
+               torch        the policy's torch forward                      inference=torch, or a veto above
 
 What is compiled is the loss (policy forward, log-probs, entropy, the PPO objective):
-Inductor turns it into generated C++ on CPU (Triton on CUDA: 1.27-1.63x per update on
-an H100, docs/design.md section 7) and AOTAutograd its backward into one more graph,
-where eager launches each small op, and each op's backward, one at a time. The
-clip and the optimizer step are one call already (`FlatAdam.clipped_step`), and
-compiling them measured no faster. Compiling takes seconds to tens of seconds, cached across runs
+Inductor turns it into generated C++ on CPU (Triton on CUDA) and AOTAutograd its
+backward into one more graph, where eager launches each small op, and each op's
+backward, one at a time. Compiling takes seconds to tens of seconds, cached across runs
 in Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_USER): "auto"
 compiles only when the eager update, projected over the rest of the run, takes
 `AUTO_COMPILE_SECONDS` or more, and keeps the compiled loss only if its update is
-faster than the eager one (bench/bench_update.py measures both).
-`precision="bfloat16"` runs the loss under autocast (bf16 matmuls and convolutions,
-float32 weights, optimizer and reductions): the update's new log-probabilities then
-carry bf16 rounding against the float32 ones collection recorded. "auto" is bfloat16 on
-CPUs that compute it natively (AMX, AVX512-BF16) and float32 elsewhere (on an H100 every
-preset's update ran 0.79-0.88x as fast in bf16: launch-bound there, not matmul-bound);
-a small MLP's update is slower in bf16 (CartPole 0.73x), the big matmuls and
-convolutions faster (Snake 1.69x, Atari 1.94x; bench_update.py --compare precision).
-A platform that cannot compile (no C++ compiler, an op Inductor lacks) prints one line
-and the run goes on eagerly. Compiled kernels are deterministic run to run, but their
-bits differ from eager's (fused and reordered float math): a seeded run reproduces
-exactly within one setting, not across settings.
+faster than the eager one (bench/bench_update.py measures both); the plan records the
+outcome. bfloat16 carries bf16 rounding into the update's new log-probabilities against
+the float32 ones collection recorded; a small MLP's update is slower in bf16, big
+matmuls and convolutions faster (bench_update.py --compare precision), hence "auto"
+only where the CPU computes bf16 natively. A platform that cannot compile (no C++
+compiler, an op Inductor lacks) prints one line and the run goes on eagerly. Compiled
+kernels are deterministic run to run, but their bits differ from eager's (fused and
+reordered float math): a seeded run reproduces exactly within one setting, not across
+settings.
 """
 
 from __future__ import annotations
@@ -37,15 +48,13 @@ from typing import Callable
 
 import torch
 
-from puffercore.inference import native_bf16
 from puffercore.ppo.flat_adam import FlatAdam
 from puffercore.ppo.mlp_gradients import LOSS_NAMES, MLPGradients
+from puffercore.ppo.plan import UpdatePlan
 
-COMPILE_SETTINGS = ("auto", "true", "false")
-PRECISIONS = ("float32", "bfloat16", "auto")
 # The eager update time, projected over the rest of a run, from which "auto" compiles:
-# several times a cold compile on the 2-core machine (10-25 s; a cached one takes
-# 1-5 s), so that a 1.3x faster update repays it in that run.
+# several times a cold compile on a 2-core machine, so that a 1.3x faster update repays
+# it in that run.
 AUTO_COMPILE_SECONDS = 120.0
 
 
@@ -57,31 +66,24 @@ class UpdateStep:
     ("loss/loss", "loss/policy", ..., "loss/grad_norm_actor")."""
 
     def __init__(self, loss: Callable[..., dict[str, torch.Tensor]], policy: torch.nn.Module,
-                 optimizer: FlatAdam, max_grad_norm: float, group, setting: str, precision: str = "float32",
+                 optimizer: FlatAdam, max_grad_norm: float, group, plan: UpdatePlan,
                  gradients: MLPGradients | None = None):
-        if setting not in COMPILE_SETTINGS:
-            raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {setting!r}")
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+        if plan.native_gradients and gradients is None:
+            raise ValueError("the plan's native gradients need the policy's MLPGradients")
         self.device_type = next(policy.parameters()).device.type
-        bf16 = precision == "bfloat16" or (precision == "auto" and self.device_type == "cpu" and native_bf16())
-        self.autocast_dtype = torch.bfloat16 if bf16 else None
+        self.plan = plan
+        self.autocast_dtype = plan.autocast_dtype
         self.loss, self.policy, self.optimizer, self.group = loss, policy, optimizer, group
         self.max_grad_norm = max_grad_norm
-        self.setting = setting
+        self.gradients = gradients if plan.native_gradients else None
         self.compiled: Callable | None = None
         self.compiled_sizes: set[int] = set()  # minibatch sizes compiled so far (one graph each)
         self.compile_seconds = 0.0  # first steps at each size, compiling included
         self.names: tuple[str, ...] = ()
-        self.decided = setting != "auto"
+        self.decided = plan.gradients.name != "auto"
         self.eager_seconds: float | None = None  # "auto": the first update's time
         self.timed_compiled = False
-        # The hand-derived gradients replace autograd, eager or compiled, for the minibatches
-        # they cover, unless the loss is to be compiled or run in bf16.
-        self.gradients = gradients if setting != "true" and self.autocast_dtype is None else None
-        if self.gradients is not None:
-            self.decided = True
-        if setting == "true":
+        if plan.gradients.name == "compiled":
             self.compile()
 
     def compile(self) -> None:
@@ -109,6 +111,8 @@ class UpdateStep:
             self.decided = True
             if seconds >= self.eager_seconds:
                 self.compiled = None
+        if self.decided:
+            self.plan.record_compile(self.compiled is not None, self.compile_seconds)
 
     def __call__(self, minibatch: dict[str, torch.Tensor], by_rows: bool,
                  weights: torch.Tensor | None) -> torch.Tensor:
@@ -124,12 +128,15 @@ class UpdateStep:
             scalars = self._step(self.compiled, minibatch, by_rows, weights)
         except Exception as error:  # the platform cannot compile: the same step, eagerly
             self.compiled = None
+            self.plan.record_compile(False, 0.0)
             reason = (str(error).strip().splitlines() or [""])[0][:200]
             print(f"puffercore: torch.compile failed ({type(error).__name__}: {reason}); "
                   f"the PPO update runs eagerly (--compile false skips compiling)", file=sys.stderr, flush=True)
             return self._step(self.loss, minibatch, by_rows, weights)
         self.compiled_sizes.add(size)
         self.compile_seconds += time.perf_counter() - start
+        if self.plan.gradients.name == "compiled":
+            self.plan.record_compile(True, self.compile_seconds)
         return scalars
 
     def _step(self, loss: Callable, minibatch, by_rows: bool, weights) -> torch.Tensor:

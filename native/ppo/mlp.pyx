@@ -1,6 +1,6 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True
 # A small MLP's forward and backward passes and its policy head's sampling in one call
-# each (native/cpu/mlp.c); puffercore.ppo.native_mlp binds them to a DefaultPolicy.
+# each (native/ppo/mlp.c); puffercore.ppo.native_mlp binds them to a DefaultPolicy.
 # Pointers into the arrays are taken once (set_parameters, set_gradients, a new row
 # count), not per call: at collection's 128 rows, taking them per layer and call cost
 # about as much as the arithmetic.
@@ -18,6 +18,7 @@ cdef extern from "mlp.h":
     void mlp_linear_backward(const float* x, int stride, int inputs, const float* weight, int outputs,
                              const float* d_out, float* d_weight, float* d_bias, float* d_x) nogil
     int mlp_set_wide(int on) nogil
+    int mlp_lanes() nogil
     void mlp_activate(float* h, int64_t n, int activation) nogil
     void mlp_activation_backward(float* d, const float* h, int64_t n, int activation) nogil
     void mlp_transpose_rows(const float* x, int rows, int features, int stride, float* x_t) nogil
@@ -34,6 +35,11 @@ def set_wide(bint on) -> bool:
     or, `on` False, in 8; returns the setting before. Both give the same bits (the tests
     compare them)."""
     return bool(mlp_set_wide(on))
+
+
+def lanes() -> int:
+    """The lanes the linear kernels run now: 16 (AVX-512, unless set_wide(False)) or 8."""
+    return mlp_lanes()
 
 
 cdef float* address(array) except NULL:

@@ -3,6 +3,7 @@
 #include "mlp.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One build runs the widest vectors the CPU has. The linear kernels come in two widths
@@ -85,6 +86,9 @@ WIDE static inline float wide_total(wide_lanes s) {
 static int wide_kernels = -1;
 
 static int wide_supported(void) {
+    /* AVX2 mode (PUFFERCORE_ISA=avx2, puffercore.info): the 8-lane kernels on any CPU */
+    const char* forced = getenv("PUFFERCORE_ISA");
+    if (forced != NULL && strcmp(forced, "avx2") == 0) return 0;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
@@ -101,6 +105,8 @@ int mlp_set_wide(int on) {
     wide_kernels = on && wide_supported();
     return before;
 }
+
+int mlp_lanes(void) { return use_wide() ? 16 : 8; }
 #else
 static int use_wide(void) { return 0; }
 
@@ -108,6 +114,8 @@ int mlp_set_wide(int on) {
     (void)on;
     return 0;
 }
+
+int mlp_lanes(void) { return 8; }
 #endif
 
 void mlp_linear_forward(const float* x, int stride, int inputs, const float* weight, const float* bias, int outputs,
@@ -137,7 +145,8 @@ void mlp_linear_backward(const float* x, int stride, int inputs, const float* we
  * |x| = 9, tanh is 1 in float32. libm's tanhf does not vectorize; this does. */
 KERNEL void mlp_activate(float* h, int64_t n, int activation) {
     if (activation == MLP_RELU) {
-        for (int64_t i = 0; i < n; i++) h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+        /* NaN passes through, as in torch (a NaN observation shows up as NaN, not 0) */
+        for (int64_t i = 0; i < n; i++) h[i] = h[i] < 0.0f ? 0.0f : h[i];
         return;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -151,7 +160,8 @@ KERNEL void mlp_activate(float* h, int64_t n, int activation) {
         union { float f; int32_t i; } bits = {.f = p};
         bits.i += whole * (1 << 23);
         float e = bits.f;
-        h[i] = copysignf((1.0f - e) / (1.0f + e), x);
+        /* the clamp above takes NaN to 9: it passes through here instead, as in torch */
+        h[i] = x == x ? copysignf((1.0f - e) / (1.0f + e), x) : x;
     }
 }
 

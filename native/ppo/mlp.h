@@ -1,5 +1,5 @@
 /* A small MLP's forward and backward passes and its policy head's sampling, in float32 on
- * the CPU (puffercore._mlp; Python: puffercore.ppo.native_mlp).
+ * the CPU (puffercore.ppo._native.mlp; Python: puffercore.ppo.native_mlp).
  *
  * Layout: activations are feature-major, [features][stride], where stride is the rows
  * rounded up to MLP_LANES, so every loop runs over whole vectors of rows; the padding
@@ -35,6 +35,9 @@ void mlp_linear_backward(const float* x, int stride, int inputs, const float* we
  * has AVX-512 (the default there), 0 for 8; returns the setting before. Both give the
  * same bits (mlp_linear.inc); the tests compare them. */
 int mlp_set_wide(int on);
+
+/* The lanes the linear kernels run now: 16 (AVX-512, not turned off) or 8. */
+int mlp_lanes(void);
 
 /* h = activation(h), in place, over n values. tanh is a polynomial exp within 2e-7 of libm's. */
 void mlp_activate(float* h, int64_t n, int activation);

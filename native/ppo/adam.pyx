@@ -4,7 +4,7 @@
 # call, where torch takes a norm, three scalar ops and a scale per group and then its
 # fused kernel (about 100 us of launches a step for a small policy; the arithmetic is a
 # few microseconds). The update is torch's fused Adam's, written the same way: its
-# results match torch's to float rounding (tests/test_flat_adam.py).
+# results match torch's to float rounding (tests/test_ppo_update.py).
 from libc.math cimport pow, sqrt, sqrtf
 from libc.stdint cimport int64_t
 
