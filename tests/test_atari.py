@@ -197,3 +197,92 @@ def test_train_and_evaluate_atari_end_to_end(tmp_path):
     assert trainer.global_step == 128 and isinstance(trainer.policy.encoder[0], torch.nn.Conv2d)
     assert trainer.rollout["obs"].dtype == torch.uint8  # frames stay bytes in the rollout
     assert len(ppo.evaluate(str(tmp_path), episodes=1, max_steps=200)) == 1
+
+
+def ale_vector(num_envs=1, seed=3, **options):
+    import functools
+
+    import puffercore.vector
+
+    return puffercore.vector.make(functools.partial(AtariEnv, "Breakout", **options), num_envs, backend="ale",
+                                  num_workers=1, seed=seed)
+
+
+def test_ale_backend_frames_rewards_and_flags_are_atari_envs():
+    """Without the no-op start and FIRE (random), the same actions give AtariEnv's
+    frames, raw rewards and flags through a whole game; the stack differs only at the
+    start (ale-py fills it with black frames, AtariEnv with the first frame)."""
+    options = dict(noop_max=0, fire_reset=False, clip_rewards=False, episodic_life=False)
+    ours = AtariEnv("Breakout", **options)
+    with ale_vector(**options) as vec:
+        obs, _ = vec.reset()
+        ref, _ = ours.reset(seed=3)
+        np.testing.assert_array_equal(obs[0, -1], ref[-1])
+        assert not obs[0, :-1].any()
+        rng = np.random.default_rng(0)
+        for step in range(2000):
+            action = int(rng.integers(4))
+            obs, reward, terminal, truncation, info = vec.step(np.array([action], np.int32))
+            ref, ref_reward, ref_terminal, ref_truncation, ref_info = ours.step(action)
+            assert (reward[0], terminal[0], truncation[0]) == (ref_reward, ref_terminal, ref_truncation), step
+            if terminal[0]:
+                np.testing.assert_array_equal(vec.final_observations[0, -1], ref[-1])
+                assert info["episode_return"] == ref_info["episode_return"] and info["episodes"] == 1
+                assert info["episode_length"] == step + 1
+                break
+            np.testing.assert_array_equal(obs[0, -1], ref[-1], err_msg=f"step {step}")
+            if step >= 3:
+                np.testing.assert_array_equal(obs[0], ref, err_msg=f"step {step}")
+        else:
+            pytest.fail("the game never ended")
+
+
+def test_ale_backend_batches_lives_scores_and_seeds():
+    """The batch contract (views of the buffers, all envs at once); a lost life ends the
+    learner's episode while the game goes on; infos carry whole games in raw score;
+    rewards are clipped; a seed fixes the run."""
+    runs = []
+    for _ in range(2):
+        with ale_vector(num_envs=4, seed=7) as vec:
+            vec.async_reset()
+            rng = np.random.default_rng(1)
+            terminals = games = 0
+            frames = []
+            for step in range(700):
+                batch = vec.recv()
+                assert batch.rows == slice(0, 4) and np.shares_memory(batch.observations, vec.observations)
+                np.testing.assert_array_equal(batch.env_ids, np.arange(4))
+                assert set(np.unique(batch.rewards)) <= {0.0, 1.0} and batch.masks.all()
+                terminals += int(batch.terminals.sum())
+                if batch.info:
+                    games += batch.info["episodes"]
+                    assert batch.info["episode_return"] >= 0 and batch.info["episode_length"] > 20
+                frames.append(batch.observations[:, -1].copy())
+                vec.send(rng.integers(0, 4, 4).astype(np.int32))
+            runs.append(np.stack(frames))
+        assert games >= 4 and terminals >= 4 * games  # Breakout: five lives a game
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize("creator, kwargs, error, match", [
+    (lambda: None, {}, TypeError, "env_creator must be puffercore.atari.AtariEnv"),
+    (AtariEnv, {"render_mode": "rgb_array"}, TypeError, "does not take render_mode"),
+    (AtariEnv, {"batch_size": 2}, ValueError, "batch_size must equal num_envs=4 on the ale backend"),
+    (AtariEnv, {"game": "NoSuchGame"}, ValueError, "game='NoSuchGame'"),
+])
+def test_ale_backend_refuses_what_it_cannot_run(creator, kwargs, error, match):
+    import puffercore.vector
+
+    with pytest.raises(error, match=match):
+        puffercore.vector.make(creator, 4, backend="ale", **kwargs)
+
+
+def test_train_atari_on_the_ale_backend(tmp_path):
+    from puffercore import ppo
+    from puffercore.ppo import PPOConfig
+
+    config = PPOConfig.for_env("atari:Breakout", backend="ale", total_timesteps=2 * 2 * 32, num_envs=2, num_workers=1,
+                               horizon=32, minibatch_size=32, update_epochs=1, quiet=True, tensorboard=False,
+                               run_dir=str(tmp_path))
+    trainer = ppo.train(config, "atari:Breakout")
+    assert trainer.global_step == 128 and np.isfinite(trainer.losses["loss/loss"])

@@ -47,8 +47,8 @@ class PPOConfig:
     capture_video: bool = _option(False, "run", "record the first episode of each evaluation to videos/ in the run "
                                   "directory (MP4; TensorBoard, W&B); needs eval_interval and an rgb_array render")
     # vec
-    backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs",
-                           ("auto", "serial", "threads", "processes"))
+    backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs; "
+                           "ale: Atari games on ale-py's C++ vector env", ("auto", "serial", "threads", "processes", "ale"))
     num_envs: int = _option(8, "vec", "envs stepped in parallel")
     num_workers: int = _option(0, "vec", "env worker threads/processes; 0: the backend's default")
     batch_size: int = _option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")

@@ -45,12 +45,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from puffercore.env import PufferEnv
+from puffercore.vector.ale import Ale
 from puffercore.vector.common import Batch, merge_infos
 from puffercore.vector.processes import Processes
 from puffercore.vector.serial import Serial
 from puffercore.vector.threads import Threads
 
-BACKENDS: dict[str, type[PufferEnv]] = {"serial": Serial, "threads": Threads, "processes": Processes}
+BACKENDS: dict[str, type[PufferEnv]] = {"serial": Serial, "threads": Threads, "processes": Processes, "ale": Ale}
 
 
 def make(
@@ -79,4 +80,4 @@ def make(
     )
 
 
-__all__ = ["BACKENDS", "Batch", "Processes", "Serial", "Threads", "make", "merge_infos"]
+__all__ = ["BACKENDS", "Ale", "Batch", "Processes", "Serial", "Threads", "make", "merge_infos"]
