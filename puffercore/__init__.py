@@ -8,7 +8,11 @@ vector backend. Design: docs/design.md; usage: README.md.
 import importlib
 import os
 
+from puffercore.info import apply_forced_isa
+
 __version__ = "0.1.0"
+
+apply_forced_isa()  # PUFFERCORE_ISA=avx2: torch's variables set before it runs anything
 
 # Attribute -> module that defines it (None: the attribute is the submodule itself).
 _LAZY = {

@@ -26,6 +26,7 @@ with dashes or underscores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import runpy
 import shlex
@@ -35,6 +36,7 @@ import puffercore
 from puffercore import env_sources, ppo
 from puffercore.alphazero import cli as alphazero_cli
 from puffercore.judges import cli as judges_cli
+from puffercore.info import format_report, forced_isa, report
 from puffercore.flags import add_dataclass_flags, dataclass_overrides
 from puffercore.ppo.config import SWEEP_TABLE, read_config_file
 from puffercore.ppo.export import FORMATS as EXPORT_FORMATS
@@ -179,6 +181,11 @@ def _import_from_working_directory() -> None:
         sys.path.append(here)
 
 
+def _info(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    found = report()
+    print(json.dumps(found, indent=2) if args.json else format_report(found))
+
+
 def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     from puffercore.plots import plot
 
@@ -300,6 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_sweep, command_parser=sweep)
     alphazero_cli.add_commands(commands)
     judges_cli.add_commands(commands)
+    info = commands.add_parser("info", help="versions, CPU and native paths, for a bug report", description=(
+        "Print the versions, the CPU (model, ISA features, cores), which native paths run (MLP kernel lanes, "
+        "bf16, the CUDA GAE kernel) and what the presets choose on this machine. PUFFERCORE_ISA=avx2 in the "
+        "environment runs any command in AVX2 mode (puffercore.info)."))
+    info.add_argument("--json", action="store_true", help="as JSON, for machines")
+    info.set_defaults(handler=_info, command_parser=info)
     return parser
 
 
@@ -308,6 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # every command sets its handler(args, its parser)
+        forced_isa()  # a PUFFERCORE_ISA this machine cannot apply stops every command
         args.handler(args, args.command_parser)
     except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
         args.command_parser.error(str(error))
