@@ -49,6 +49,11 @@ def resolve(env: Any) -> EnvSource:
         return _resolve_name(env)
     if hasattr(env, "recv") and hasattr(env, "send") and hasattr(env, "single_observation_space"):
         return EnvSource(name=getattr(env, "env_name", type(env).__name__.lower()), spec=None, creator=None,
+    return _resolve_object(env)
+
+
+def _resolve_object(env: Any) -> EnvSource:
+    """The EnvSource of an env class, creator or vector env (resolve's, for what is not a name)."""
                          native=False, vector=env)
     if _is_env_instance(env):
         raise TypeError(
@@ -163,7 +168,7 @@ def _resolve_name(name: str) -> EnvSource:
     if name.startswith(GYMNASIUM_PREFIX):
         raise ValueError(f"unknown gymnasium env id {name.removeprefix(GYMNASIUM_PREFIX)!r} in env={name!r}")
     if ":" in name:
-        return dataclasses.replace(resolve(import_attribute(name)), name=name, spec=name)
+        return dataclasses.replace(_resolve_object(import_attribute(name)), name=name, spec=name)
     raise ValueError(
         f"unknown env {name!r}; expected an ocean env ({', '.join(sorted(OCEAN_ENVS))}), a gymnasium id "
         f"(e.g. Acrobot-v1 or {GYMNASIUM_PREFIX}Acrobot-v1), an Atari game ({ATARI_PREFIX}Breakout or "

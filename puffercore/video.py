@@ -39,7 +39,7 @@ def rendering_env(env: Any, mode: str = "rgb_array") -> env_sources.EnvSource:
     if source.creator is None:
         raise ValueError(f"{source.name}: a vector env made by the caller can't be rendered or recorded; give its env "
                          f"class or creator")
-    modes = render_modes(source)
+    modes = _declared_modes(source.creator)
     if modes is not None and mode not in modes:
         raise ValueError(f"{source.name} has no {mode} render (its render modes: {modes})")
     if not _takes_render_mode(source.creator):
@@ -51,7 +51,10 @@ def rendering_env(env: Any, mode: str = "rgb_array") -> env_sources.EnvSource:
 def render_modes(env: Any) -> list[str] | None:
     """The render modes `env`'s class declares in its metadata (a gymnasium id's are its
     registered class's); None when there is no class to read them from."""
-    creator = env_sources.resolve(env).creator
+    return _declared_modes(env_sources.resolve(env).creator)
+
+
+def _declared_modes(creator) -> list[str] | None:
     while isinstance(creator, functools.partial):
         if creator.func is gymnasium.make:  # partial(gymnasium.make, id): the registered entry point
             entry_point = gymnasium.spec(creator.args[0]).entry_point

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from puffercore import checkpoint, ppo, run
+from puffercore import checkpoint, env_sources, ppo, run
 from puffercore.__main__ import main
 from puffercore.ppo.parts import make_vector, saved_policy
 from puffercore.transforms import Normalize
@@ -46,7 +46,7 @@ def env_observations(run_dir: str, steps: int = 3, seed: int = 5):
     `head.greedy`): [(raw, actions, params, value)]."""
     state = checkpoint.load(run.checkpoint_path(run_dir))
     config = ppo.PPOConfig(**state["config"])
-    vec = make_vector(state["env"], dataclasses.replace(config, num_envs=4, batch_size=0, num_workers=0,
+    vec = make_vector(env_sources.resolve(state["env"]), dataclasses.replace(config, num_envs=4, batch_size=0, num_workers=0,
                                                          backend="serial"), seed=seed)
     normalize = None
     if config.norm_obs:

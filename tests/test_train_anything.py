@@ -175,6 +175,21 @@ def test_trains_a_user_class_a_creator_and_a_vector_env(tmp_path, guess_module):
     vec.close()
 
 
+@pytest.mark.parametrize("kind", ["name", "class", "creator"])
+def test_a_run_resolves_its_env_once(tmp_path, guess_module, monkeypatch, kind):
+    """ppo.train resolves the env once, into the trainer's EnvSource, and passes that to
+    the training envs, the evaluation env and the saved env spec."""
+    import guess_envs
+
+    env = {"name": "guess_envs:Guess", "class": guess_envs.Guess, "creator": lambda: guess_envs.Guess()}[kind]
+    calls, resolve = [], env_sources.resolve
+    monkeypatch.setattr(env_sources, "resolve", lambda env: calls.append(env) or resolve(env))
+    config = PPOConfig.for_env(env, **SMALL, backend="serial", eval_interval=1, eval_episodes=1, run_dir=str(tmp_path))
+    trainer = ppo.train(config, env)
+    assert calls == [env] and trainer.env_spec == (None if kind == "creator" else "guess_envs:Guess")
+    assert os.path.isfile(os.path.join(str(tmp_path), "best.pt"))  # the evaluation env ran
+
+
 def test_cli_trains_module_attribute_and_config_files(tmp_path, guess_module, capsys):
     run_dir = str(tmp_path / "run")
     main(["train", "guess_envs:Guess", "--vec.backend", "serial", "--total-timesteps", "256", "--vec.num-envs", "8",

@@ -1,7 +1,7 @@
 """Playing a policy for evaluation: the episode loop that `ppo.evaluate` (a checkpoint)
 and evaluation during training share, and the evaluation during training itself.
 
-    vec = eval_vector(env, config, seed)                  # one env, frozen observation statistics
+    vec = eval_vector(source, config, seed)               # one env, frozen observation statistics
     episodes = play(policy, vec, 10, act, seed, max_steps=10_000)   # returns and lengths
 
     evaluator = Evaluator(trainer, act, resumed=False)    # config.eval_interval > 0
@@ -69,14 +69,14 @@ class EvalResult:
     video: str | None  # the MP4 of its first episode (capture_video)
 
 
-def eval_vector(env: Any, config, seed: int):
-    """A vector of one env of `env` (anything `env_sources.resolve` takes) for evaluation:
+def eval_vector(source, config, seed: int):
+    """A vector of one env of `source` (an `env_sources.EnvSource`) for evaluation:
     the serial backend (threads for a run on threads), `config`'s frame stack, and
     observation normalization, frozen, when the run normalizes them (give it the
     statistics: `set_observation_statistics`); rewards raw."""
     one_env = dataclasses.replace(config, num_envs=1, batch_size=0, num_workers=0,
                                   backend="serial" if config.backend != "threads" else "threads")
-    vec = make_vector(env, one_env, seed=seed)
+    vec = make_vector(source, one_env, seed=seed)
     try:
         vec = transformed(vec, dataclasses.replace(config, norm_reward=False))
     except BaseException:

@@ -43,10 +43,11 @@ def transformed(vec, config: PPOConfig):
                      clip_observations=config.clip_obs, clip_rewards=config.clip_reward)
 
 
-def make_vector(env, config: PPOConfig, seed: int):
-    """The vector env of `env` (anything `puffercore.env_sources.resolve` takes) under `config`."""
-    return env_sources.make_vector(env_sources.resolve(env), backend=config.backend, num_envs=config.num_envs,
-                            num_workers=config.num_workers or None, batch_size=config.batch_size or None, seed=seed)
+def make_vector(source: env_sources.EnvSource, config: PPOConfig, seed: int):
+    """The vector env of `source` (the env, resolved once by its caller) under `config`."""
+    return env_sources.make_vector(source, backend=config.backend, num_envs=config.num_envs,
+                                   num_workers=config.num_workers or None, batch_size=config.batch_size or None,
+                                   seed=seed)
 
 
 def free_cores(vec) -> int:
