@@ -155,14 +155,15 @@ int Engine::recv() {
     return false;
   };
   // Workers that are awake claim their units within a few hundred nanoseconds; give
-  // them that long. Units still unclaimed after it belong to workers that are asleep
-  // or have no core: the caller runs those itself. When workers + 1 outnumber cores
-  // this keeps every core stepping.
+  // them that long (a unit stays with its owner, warm in its cache). Then the caller
+  // runs whatever is still unclaimed, oldest send first: this batch's units, then newer
+  // batches', so it steps envs instead of spinning while workers that are asleep or have
+  // no core (workers + 1 outnumbering the cores) catch up.
   for (int i = 0; i < kClaimWaitPauses && unclaimed(); i++) PC_CPU_PAUSE();
-  for (int w = 0; w < num_workers_; w++) run_if_pending(batch * num_workers_ + w);
   std::atomic<uint32_t>& remaining = batches_[batch].remaining;
-  for (uint32_t left; (left = remaining.load(std::memory_order_acquire)) != 0;)
-    wait_for_change(remaining, left, kCallerSpinNs);
+  for (uint32_t left; (left = remaining.load(std::memory_order_acquire)) != 0;) {
+    if (!run_oldest(0, 1)) wait_for_change(remaining, left, kCallerSpinNs);
+  }
   head_ = (head_ + 1) % num_batches_;
   sent_[batch] = false;
   in_flight_--;

@@ -21,8 +21,8 @@
 // a batch's last unit wakes the caller through the batch's `remaining` count. Workers and
 // the caller wait for a word to change by spinning a bounded time with a CPU pause, then
 // blocking in std::atomic::wait (a futex), so idle or oversubscribed threads burn no
-// CPU. A caller waiting in recv() first runs its batch's still-unclaimed units itself: on
-// 2 cores with 2 workers that keeps both cores stepping envs instead of one spinning.
+// CPU. A caller waiting in recv() runs still-unclaimed units itself, its batch's first:
+// on 2 cores with 2 workers that keeps both cores stepping envs instead of one spinning.
 #pragma once
 
 #include <atomic>
