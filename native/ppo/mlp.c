@@ -184,8 +184,11 @@ void mlp_transpose_rows(const float* x, int rows, int features, int stride, floa
 void mlp_sample_categorical(const float* logits, int stride, int rows, int actions, const float* uniforms,
                             int64_t* action, float* log_prob) {
     for (int r = 0; r < rows; r++) {
-        double top = logits[r];
-        for (int a = 1; a < actions; a++) top = fmax(top, logits[(size_t)a * stride + r]);
+        /* the max in float, as exact as in double: GCC 12 for aarch64 crashes vectorizing
+         * a double fmax over floats at -O3 */
+        float top_float = logits[r];
+        for (int a = 1; a < actions; a++) top_float = fmaxf(top_float, logits[(size_t)a * stride + r]);
+        double top = top_float;
         double total = 0.0;
         for (int a = 0; a < actions; a++) total += exp(logits[(size_t)a * stride + r] - top);
         double target = uniforms[r] * total, cumulative = 0.0;
