@@ -5,10 +5,11 @@
     puffercore train gymnasium:Acrobot-v1           # any gymnasium id
     puffercore train my_envs:MyEnv                  # any env class or creator, imported
     puffercore train --config runs/cartpole-.../config.json
+    puffercore train cartpole --print-config > my.json   # the resolved settings, for --config
     puffercore train --resume runs/cartpole-...     # continue from the run's checkpoint
     puffercore train connect4 --policy my_policies:BoardCNN   # a network of your own (ppo.ActorCritic)
-    puffercore eval --checkpoint runs/cartpole-.../checkpoint.pt --render
-    puffercore eval --checkpoint runs/cartpole-... --video cartpole.mp4 --episodes 3
+    puffercore eval runs/cartpole-... --render         # a run directory or its checkpoint.pt
+    puffercore eval runs/cartpole-... --video cartpole.mp4 --episodes 3
     puffercore export runs/cartpole-... --format onnx   # the policy as runs/cartpole-.../policy.onnx
     puffercore bench compare_training               # runs bench/compare_training.py
     puffercore plot runs/cartpole-...               # learning_curve.png
@@ -19,26 +20,32 @@
     puffercore judge connect4 runs/alphazero-connect4-... --simulations 1 50 400   # a solver scores its moves
     puffercore strength runs/alphazero-azul-... --opponents greedy uct --games 400   # win rates against bots
 
-Every PPOConfig field is a flag, named --GROUP.FIELD (run-group fields have no prefix),
-with dashes or underscores.
+Every PPOConfig (AlphaZeroConfig) field is a flag named by its setting, --GROUP.FIELD
+(run-group fields have no prefix), with dashes or underscores: the same names as config
+files' [GROUP] tables and "GROUP.FIELD" keys (puffercore.flags, puffercore.config_files).
+An unknown flag gets the closest known one and the subcommand's --help.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import runpy
 import shlex
 import sys
+import warnings
 
 import puffercore
 from puffercore import env_sources, ppo
 from puffercore.alphazero import cli as alphazero_cli
 from puffercore.judges import cli as judges_cli
 from puffercore.info import format_report, forced_isa, report
-from puffercore.flags import add_dataclass_flags, dataclass_overrides
-from puffercore.ppo.config import SWEEP_TABLE, read_config_file
+from puffercore.config_files import SWEEP_TABLE, checked, file_form, puffercore_version, read_file, settings_of
+from puffercore.ppo.config import preset_for
+from puffercore.flags import DeprecatedName, add_dataclass_flags, dataclass_overrides, flag_name, setting_name, suggestion
+from puffercore.logger import counted, format_number
 from puffercore.ppo.export import FORMATS as EXPORT_FORMATS
 from puffercore.video import render_modes
 
@@ -49,23 +56,18 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("--seeds trains new runs, one per seed: give no --resume and no --seed")
     if args.jobs is not None and not args.seeds:
         parser.error("--jobs is for --seeds (how many seeds train at once)")
+    if args.policy:
+        _refuse_policy_settings(args.policy, overrides, parser)
     if args.resume:
-        if args.config:
+        if args.config or args.print_config:
             parser.error("--resume continues a run with its saved config; give flags to change what may change")
         trainer = ppo.train(overrides, args.env, resume=args.resume, policy=args.policy)
     else:
-        values = read_config_file(args.config) if args.config else {}
-        values.pop(SWEEP_TABLE, None)  # a sweep's file: its base config trains
-        file_env = values.pop("env", None)
-        if args.env and file_env and not env_sources.same_env(args.env, file_env):
-            raise ValueError(f"--config {args.config} is a config for env {file_env!r} (its values include that "
-                             f"env's preset), not {args.env!r}: leave out the env argument to train {file_env!r} "
-                             f"with it, or remove \"env\" from a copy of the file to apply its values to {args.env!r}")
-        env = args.env or file_env
-        if not env:
-            parser.error("give an env (e.g. cartpole, gymnasium:Acrobot-v1, my_module:MyEnv) or --resume RUN_DIR")
-        config = ppo.PPOConfig.for_env(env, **{**values, **overrides})
-        config.validate()
+        env, config = _resolved_config(args, parser, overrides)
+        if args.print_config:
+            named = {"policy": args.policy} if args.policy else {}
+            print(json.dumps(file_form(dataclasses.asdict(config), ppo.PPOConfig, env=env, **named), indent=2))
+            return
         if args.seeds:
             from puffercore.sweep import seeds_summary, train_seeds
 
@@ -74,12 +76,56 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
             stopped = max(result["interrupted"] for result in results)
             if stopped:
                 sys.exit(128 + stopped)  # as for one run a signal ended
+            if any(result["error"] for result in results):
+                sys.exit(1)
             return
         trainer = ppo.train(config, env, policy=args.policy)
     if trainer.group.is_main:  # under torchrun, one line for the job
         print(ppo.summary(trainer))
     if trainer.interrupted:
         sys.exit(128 + trainer.interrupted)  # the shell's convention for a run a signal ended
+
+
+def _refuse_policy_settings(policy: str, overrides: dict, parser: argparse.ArgumentParser) -> None:
+    """A policy of the user's makes its own network: policy.* flags would be ignored."""
+    typed = [setting_name(field) for field in dataclasses.fields(ppo.PPOConfig)
+             if field.name in overrides and field.metadata["group"] == "policy"]
+    if typed:
+        parser.error(f"{flag_name(typed[0])}: the custom policy {policy} does not read policy.* settings (they "
+                     f"size the default MLP, LSTM or CNN); set its network in its own code")
+
+
+def _resolved_config(args: argparse.Namespace, parser: argparse.ArgumentParser, overrides: dict) -> tuple:
+    """(env, PPOConfig): the env's preset, then the --config file's settings (checked,
+    naming the file), then the flags. A file never chooses code to import: an env or a
+    policy it names by module:attribute must be given on the command line too."""
+    fields, extras = settings_of(read_file(args.config), ppo.PPOConfig, args.config,
+                                 extra=("env", "policy", "plan", SWEEP_TABLE)) if args.config else ({}, {})
+    file_env, file_policy = extras.get("env"), extras.get("policy")
+    for key, value in (("env", file_env), ("policy", file_policy)):
+        if value is not None and not (isinstance(value, str) and value):
+            raise ValueError(f"{args.config}: {key} must be a non-empty str, got {value!r}")
+    if args.env and file_env and file_env != args.env and (env_sources.imports_code(file_env)
+                                                           or not env_sources.same_env(args.env, file_env)):
+        raise ValueError(f"--config {args.config} is a config for env {file_env!r} (its values include that "
+                         f"env's preset), not {args.env!r}: leave out the env argument to train {file_env!r} "
+                         f"with it, or remove \"env\" from a copy of the file to apply its values to {args.env!r}")
+    if file_env and not args.env and env_sources.imports_code(file_env):
+        raise ValueError(f"--config {args.config} names the env {file_env!r}, code to import, and a file never "
+                         f"chooses code to run: if you trust it, give it on the command line too "
+                         f"(puffercore train {file_env} --config {args.config})")
+    if file_policy and file_policy != args.policy:
+        raise ValueError(f"--config {args.config} names the policy {file_policy!r}, code to import, and a file never "
+                         f"chooses code to run: " + (f"it is not --policy {args.policy}" if args.policy else
+                                                     f"if you trust it, give --policy {file_policy} too"))
+    env = args.env or file_env
+    if not env:
+        parser.error("give an env (e.g. cartpole, gymnasium:Acrobot-v1, my_module:MyEnv) or --resume RUN_DIR")
+    if args.config:  # the file's own settings first, so that an error names it
+        checked(ppo.PPOConfig.for_env(env, **fields), args.config)
+    config = ppo.PPOConfig.for_env(env, **{**fields, **overrides})
+    config.validate()
+    return env, config
 
 
 def _sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -102,35 +148,50 @@ def _sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         sys.exit(128 + result["interrupted"])  # as for one run a signal ended
 
 
+def _the_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """args.run from RUN by position or its alias --checkpoint RUN. With --checkpoint,
+    eval's positional argument is the env, as in `eval ENV --checkpoint RUN`."""
+    if args.checkpoint is not None and args.run is not None:
+        if getattr(args, "env", args.run) is not None:
+            parser.error(f"give the run once: RUN by position ({args.run}) or --checkpoint ({args.checkpoint})")
+        args.env = args.run
+    args.run = args.checkpoint if args.checkpoint is not None else args.run
+    if args.run is None:
+        parser.error(f"give a run directory or its checkpoint.pt: {parser.prog} RUN")
+
+
 def _eval(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    _the_run(args, parser)
     pictures, rewards, observations = [], [], []
     # --render: the env's own text picture where it has one (not with --video, which takes
     # the env's render mode), else the observation's numbers.
     own_picture = args.render and not args.video and "ansi" in (render_modes(
-        env_sources.resolve_saved(ppo.saved_env_spec(args.checkpoint), args.env, args.checkpoint)) or ())
+        env_sources.resolve_saved(ppo.saved_env_spec(args.run), args.env, args.run)) or ())
 
     def record(observation, reward):
         observations.append(observation.copy())
         rewards.append(reward)
 
-    returns = ppo.evaluate(args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
+    returns = ppo.evaluate(args.run, episodes=args.episodes, seed=args.seed, greedy=not args.sample,
                            max_steps=args.max_steps, on_step=record if args.render else None, env=args.env,
                            video=args.video, on_render=pictures.append if own_picture else None,
                            policy=args.policy)
     if args.render:
-        frames = [picture.rstrip("\n") + f"\nreward={reward:.1f}" for picture, reward in zip(pictures, rewards)] \
-            if own_picture else [" ".join(f"{float(value):+.3f}" for value in observation) + f"  reward={reward:.1f}"
-                                 for observation, reward in zip(observations, rewards)]
+        frames = [picture.rstrip("\n") + f"\nreward={format_number(reward)}"
+                  for picture, reward in zip(pictures, rewards)] if own_picture else \
+            [" ".join(f"{float(value):+.3f}" for value in observation) + f"  reward={format_number(reward)}"
+             for observation, reward in zip(observations, rewards)]
         print("\n\n".join(frames[-args.render_steps:]))
     mean = sum(returns) / len(returns)
-    print(f"{args.checkpoint}: {len(returns)} episodes, mean return {mean:.2f}, "
-          f"min {min(returns):.2f}, max {max(returns):.2f}")
-    print("returns:", " ".join(f"{value:.1f}" for value in returns))
+    print(f"{args.run}: {counted(len(returns), 'episode')}, mean return {format_number(mean)}, "
+          f"min {format_number(min(returns))}, max {format_number(max(returns))}")
+    print("returns:", " ".join(format_number(value) for value in returns))
     if args.video:
         print(f"video: {args.video}")
 
 
 def _export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    _the_run(args, parser)
     path = ppo.export_policy(args.run, args.format, output=args.output, policy=args.policy)
     print(f"wrote {path}")
 
@@ -189,7 +250,10 @@ def _info(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
 def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     from puffercore.plots import plot
 
-    print(plot(args.runs, args.output, metric=args.metric, x=args.x, smooth=args.smooth, title=args.title))
+    runs = args.runs + (args.checkpoint or [])
+    if not runs:
+        parser.error("give one run directory or more: puffercore plot RUN [RUN ...]")
+    print(plot(runs, args.output, metric=args.metric, x=args.x, smooth=args.smooth, title=args.title))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -199,21 +263,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n(see `{self.prog} --help`)\n")
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("puffercore")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "unknown"
+def _named(argv: list[str], command: str) -> str | None:
+    """The first argument after `command` when the command line starts with it (the env
+    of `train ENV`, the game of `alphazero GAME`), for --help to show its preset."""
+    return argv[1] if len(argv) > 1 and argv[0] == command and not argv[1].startswith("-") else None
 
 
 POLICY_HELP = "an ActorCritic class of yours, imported (puffercore.ppo.policy)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The `puffercore` parser; `argv`, when given, names the env or game whose preset
+    `train ENV --help` and `alphazero GAME --help` show as the defaults."""
     parser = _Parser(prog="puffercore", description="puffercore: train, evaluate and benchmark RL agents")
-    parser.add_argument("--version", action="version", version=f"puffercore {_version()}")
+    parser.add_argument("--version", action="version", version=f"puffercore {puffercore_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = commands.add_parser("train", help="train PPO on an env", description=(
@@ -221,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(Acrobot-v1 or gymnasium:Acrobot-v1) or module:attribute naming an env class or creator. Settings "
         "start from the ocean env's preset, then --config, then every flag below."))
     train.add_argument("env", nargs="?", help="the env to train on")
-    train.add_argument("--config", metavar="FILE", help="a JSON or TOML file of config fields (a run's config.json works)")
+    train.add_argument("--config", metavar="FILE", help="a JSON or TOML file of settings (a run's config.json works): "
+                       "[GROUP] tables or \"GROUP.FIELD\" keys, and env")
+    train.add_argument("--print-config", action="store_true", help="print the resolved settings as a config file "
+                       "(JSON, for --config) and exit")
     train.add_argument("--resume", metavar="RUN_DIR", help=(
         "continue the run in RUN_DIR from its checkpoint; flags may change only "
         + ", ".join(ppo.RESUMABLE_FIELDS)))
@@ -231,15 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--jobs", type=int, metavar="N", help="with --seeds: runs at once (default: all)")
     train.add_argument("--policy", metavar="MODULE:CLASS", help=POLICY_HELP + " (default: the MLP, LSTM or CNN the "
                        "policy options describe); with --resume, the policy the run was trained with")
-    add_dataclass_flags(train, ppo.PPOConfig, preset="the env preset", group=lambda field: field.metadata["group"],
-                        prefix=lambda field: "" if field.metadata["group"] == "run" else field.metadata["group"] + ".",
+    env = _named(argv or [], "train")
+    shown = ppo.PPOConfig.for_env(env) if env and preset_for(env) else None
+    add_dataclass_flags(train, ppo.PPOConfig, preset=f"{env}'s preset" if shown else "the env preset", shown=shown,
                         aliases={"compile": ("--compile",)})
     train.set_defaults(handler=_train, command_parser=train)
 
     evaluate = commands.add_parser("eval", help="play a checkpoint's policy", description=(
         "Play episodes with a trained policy and print their returns (and a text render, or a video)."))
-    evaluate.add_argument("env", nargs="?", help="the env, when the checkpoint could not name it (else checked against it)")
-    evaluate.add_argument("--checkpoint", required=True, help="checkpoint.pt or its run directory")
+    evaluate.add_argument("run", nargs="?", metavar="RUN", help="a run directory or its checkpoint.pt")
+    evaluate.add_argument("--checkpoint", metavar="RUN", help="the same as RUN (then a positional argument is the env)")
+    evaluate.add_argument("--env", help="the env, when the checkpoint could not name it (else checked against it)")
     evaluate.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     evaluate.add_argument("--seed", type=int, default=0, help="env seed (default 0)")
     evaluate.add_argument("--max-steps", type=int, default=10_000,
@@ -257,7 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Write the policy of a checkpoint as one file that acts without puffercore (onnxruntime, torch.jit.load): "
         "observation normalization folded in, action masks applied; inputs observations (and a recurrent policy's "
         "state_0, ...), outputs the greedy actions, the distribution's params and the value (puffercore.ppo.export)."))
-    export.add_argument("run", metavar="RUN", help="a run directory or its checkpoint.pt")
+    export.add_argument("run", nargs="?", metavar="RUN", help="a run directory or its checkpoint.pt")
+    export.add_argument("--checkpoint", metavar="RUN", help="the same as RUN")
     export.add_argument("--format", required=True, choices=tuple(EXPORT_FORMATS),
                         help="onnx (pip install \"puffercore[onnx]\") or torchscript")
     export.add_argument("--output", metavar="FILE", help="where to write it (default RUN/policy.onnx or RUN/policy.pt)")
@@ -280,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     plot = commands.add_parser("plot", help="draw learning curves of runs (PNG, PDF, SVG)", description=(
         "Plot a metric of runs' metrics.csv against env steps or wall time. Runs of one config (seeds) are "
         "drawn as their mean and a band of one standard deviation; the legend names what tells configs apart."))
-    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (with metrics.csv and config.json)")
+    plot.add_argument("runs", nargs="*", metavar="RUN", help="run directories (with metrics.csv and config.json)")
+    plot.add_argument("--checkpoint", action="append", metavar="RUN", help="a run, as RUN (repeatable)")
     plot.add_argument("--metric", default="episode_return", help="column to plot (default episode_return; "
                       "recent_return: the mean of the last 20 episodes)")
     plot.add_argument("--x", choices=("step", "time"), default="step", help="x axis: env steps or training time")
@@ -305,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
         "5 trials and a quarter of the run (default); none: never"))
     sweep.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
     sweep.set_defaults(handler=_sweep, command_parser=sweep)
-    alphazero_cli.add_commands(commands)
+    alphazero_cli.add_commands(commands, _named(argv or [], "alphazero"))
     judges_cli.add_commands(commands)
     info = commands.add_parser("info", help="versions, CPU and native paths, for a bug report", description=(
         "Print the versions, the CPU (model, ISA features, cores), which native paths run (MLP kernel lanes, "
@@ -316,17 +386,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """One line for arguments the subcommand does not take: a flag with the closest one
+    it has, pointing at the subcommand's --help (its parser's error)."""
+    first = next((text for text in unknown if text.startswith("--")), unknown[0])
+    if not first.startswith("--"):
+        parser.error(f"unexpected argument {first!r}")
+    flag = first.partition("=")[0]
+    known = [option for action in parser._actions if action.help != argparse.SUPPRESS
+             for option in action.option_strings if option.startswith("--") and "_" not in option]
+    parser.error(f"unknown flag {flag}{suggestion(flag, known, key=lambda text: text.lstrip('-').replace('_', '-'))}")
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"puffercore: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     _import_from_working_directory()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:  # every command sets its handler(args, its parser)
-        forced_isa()  # a PUFFERCORE_ISA this machine cannot apply stops every command
-        args.handler(args, args.command_parser)
-    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
-        args.command_parser.error(str(error))
-    except KeyboardInterrupt:  # training saves and says so itself; elsewhere there is nothing to keep
-        args.command_parser.exit(130, f"\n{args.command_parser.prog}: interrupted\n")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
+    with warnings.catch_warnings():  # an old spelling: one line, not a warning's two
+        shown = warnings.showwarning
+        warnings.showwarning = lambda message, category, *rest: (
+            _warning_line if issubclass(category, DeprecatedName) else shown)(message, category, *rest)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            _refuse_unknown(args.command_parser, unknown)
+        try:  # every command sets its handler(args, its parser)
+            forced_isa()  # a PUFFERCORE_ISA this machine cannot apply stops every command
+            args.handler(args, args.command_parser)
+        except (ValueError, FileNotFoundError, FileExistsError, ImportError) as error:
+            args.command_parser.error(str(error))
+        except KeyboardInterrupt:  # training saves and says so itself; elsewhere there is nothing to keep
+            args.command_parser.exit(130, f"\n{args.command_parser.prog}: interrupted\n")
 
 
 if __name__ == "__main__":

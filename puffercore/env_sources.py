@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import gymnasium
 
+from puffercore.flags import suggestion
+
 OCEAN_ENVS = {"cartpole": "CartPole", "snake": "Snake", "squared": "Squared", "memory": "Memory",
               "connect4": "Connect4Env", "azul": "AzulEnv"}
 GYMNASIUM_PREFIX = "gymnasium:"
@@ -47,13 +49,13 @@ def resolve(env: Any) -> EnvSource:
         return env
     if isinstance(env, str):
         return _resolve_name(env)
-    if hasattr(env, "recv") and hasattr(env, "send") and hasattr(env, "single_observation_space"):
-        return EnvSource(name=getattr(env, "env_name", type(env).__name__.lower()), spec=None, creator=None,
     return _resolve_object(env)
 
 
 def _resolve_object(env: Any) -> EnvSource:
     """The EnvSource of an env class, creator or vector env (resolve's, for what is not a name)."""
+    if hasattr(env, "recv") and hasattr(env, "send") and hasattr(env, "single_observation_space"):
+        return EnvSource(name=getattr(env, "env_name", type(env).__name__.lower()), spec=None, creator=None,
                          native=False, vector=env)
     if _is_env_instance(env):
         raise TypeError(
@@ -166,13 +168,22 @@ def _resolve_name(name: str) -> EnvSource:
     if known is not None:
         return known
     if name.startswith(GYMNASIUM_PREFIX):
-        raise ValueError(f"unknown gymnasium env id {name.removeprefix(GYMNASIUM_PREFIX)!r} in env={name!r}")
+        env_id = name.removeprefix(GYMNASIUM_PREFIX)
+        raise ValueError(f"unknown gymnasium env id {env_id!r} in env={name!r}"
+                         f"{suggestion(env_id, gymnasium.registry, key=str.lower)}")
     if ":" in name:
         return dataclasses.replace(_resolve_object(import_attribute(name)), name=name, spec=name)
     raise ValueError(
         f"unknown env {name!r}; expected an ocean env ({', '.join(sorted(OCEAN_ENVS))}), a gymnasium id "
         f"(e.g. Acrobot-v1 or {GYMNASIUM_PREFIX}Acrobot-v1), an Atari game ({ATARI_PREFIX}Breakout or "
-        f"ALE/Breakout-v5) or module:attribute (e.g. my_envs:MyEnv)")
+        f"ALE/Breakout-v5) or module:attribute (e.g. my_envs:MyEnv)"
+        f"{suggestion(name, [*OCEAN_ENVS, *gymnasium.registry], key=str.lower)}")
+
+
+def imports_code(name: str) -> bool:
+    """Whether resolving the env name `name` would import a module it names
+    (module:attribute, or a gymnasium id module:Env-v0 that gymnasium does not know)."""
+    return ":" in name and not name.startswith(GYMNASIUM_PREFIX) and _known_env(name) is None
 
 
 def import_attribute(name: str, what: str = "env") -> Any:

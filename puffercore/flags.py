@@ -1,10 +1,16 @@
-"""What the config dataclasses (PPOConfig, AlphaZeroConfig) share: the check of every
-field against its annotation, and the command-line flags of the `puffercore` commands
-(PPO's `train`, AlphaZero's `alphazero`): one flag per field, dashes or underscores,
-default None so that only what the user typed overrides the preset.
+"""What the config dataclasses (PPOConfig, AlphaZeroConfig) share: their fields, each
+declared by `option` with a group; the one name of each setting; the check of every
+field against its annotation; and the command-line flags of the `puffercore` commands
+(PPO's `train`, AlphaZero's `alphazero`).
 
+A setting's name is GROUP.FIELD ("train.learning_rate"), or the field alone in the `run`
+group ("total_timesteps"). The same name is the flag (--train.learning-rate, dashes or
+underscores), the key of config files and sweeps (a dotted key or a [train] table;
+puffercore.config_files) and of a run's config.json.
+
+    learning_rate: float = option(2.5e-4, "train", "Adam learning rate")
     check_fields(config)   # in validate(): ValueError naming the first field of the wrong type
-    add_dataclass_flags(parser, PPOConfig, prefix=lambda field: ..., preset="the env preset")
+    add_dataclass_flags(parser, PPOConfig, shown=PPOConfig.for_env("cartpole"), preset="cartpole's preset")
     overrides = dataclass_overrides(args, PPOConfig)
     PPOConfig.__doc__ += field_docs(PPOConfig)   # the same help for help(PPOConfig)
 """
@@ -13,14 +19,70 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import functools
 import math
 import numbers
 import typing
-from typing import Callable
+import warnings
 
 # How a message names the value each annotation asks for.
 EXPECTED = {bool: "a bool (True or False)", int: "an int", float: "a number", str: "a str"}
+# The group whose settings are named by the field alone (--seed, not --run.seed).
+TOP_GROUP = "run"
+
+
+def option(default, group: str, help: str, choices: tuple | None = None):
+    """A config field in `group` (its setting name GROUP.FIELD, or FIELD in the run
+    group), with its help text and, for a str, the values it may take."""
+    return dataclasses.field(default=default, metadata={"group": group, "help": help, "choices": choices})
+
+
+def setting_name(field: dataclasses.Field) -> str:
+    """The one name of a field's setting: "train.learning_rate", or "seed" in the run group."""
+    group = field.metadata["group"]
+    return field.name if group == TOP_GROUP else f"{group}.{field.name}"
+
+
+def flag_name(setting: str) -> str:
+    """A setting's flag: "train.learning_rate" -> "--train.learning-rate"."""
+    return "--" + setting.replace("_", "-")
+
+
+@functools.cache
+def settings(config_class: type) -> dict[str, dataclasses.Field]:
+    """The fields of `config_class` by their setting names."""
+    return {setting_name(field): field for field in dataclasses.fields(config_class)}
+
+
+def groups(config_class: type) -> tuple[str, ...]:
+    """The groups of `config_class` whose settings are GROUP.FIELD (all but the run group)."""
+    return tuple(dict.fromkeys(field.metadata["group"] for field in dataclasses.fields(config_class)
+                               if field.metadata["group"] != TOP_GROUP))
+
+
+def suggestion(name: str, known: typing.Iterable[str], key: typing.Callable[[str], str] = lambda text: text) -> str:
+    """"; did you mean X?" for the known name closest to `name`, or "". Names are compared
+    by `key`, whole and by their part after the last dot, so that --learning-rate finds
+    --train.learning-rate and run.seed finds seed."""
+    keyed: dict[str, str] = {}
+    for candidate in known:
+        keyed.setdefault(key(candidate), candidate)
+        keyed.setdefault(key(candidate).rpartition(".")[2], candidate)
+    probes = dict.fromkeys((key(name), key(name).rpartition(".")[2]))
+    score, best = max(((difflib.SequenceMatcher(None, probe, candidate).ratio(), candidate)
+                       for probe in probes for candidate in keyed), default=(0.0, ""))
+    return f"; did you mean {keyed[best]}?" if score >= 0.6 else ""
+
+
+class DeprecatedName(FutureWarning):
+    """An old spelling of a setting or flag (a FutureWarning: meant for users, shown by default)."""
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn that `old` will stop working in a later release and `new` is the name to use."""
+    warnings.warn(f"{old}: deprecated (removed in a later release); use {new}", DeprecatedName,
+                  stacklevel=3)
 
 
 @functools.cache
@@ -94,26 +156,49 @@ def value_options(kind: type) -> dict:
     return {"type": kind}
 
 
-def add_dataclass_flags(parser: argparse.ArgumentParser, config_class: type, preset: str,
-                        prefix: Callable[[dataclasses.Field], str] = lambda field: "",
-                        group: Callable[[dataclasses.Field], str] = lambda field: "config",
-                        skip: tuple[str, ...] = (), aliases: dict[str, tuple[str, ...]] | None = None) -> None:
-    """A flag --PREFIXNAME (and --PREFIX_NAME) per field of `config_class`, in argument
-    groups by `group(field)`; help text and choices from the field's metadata."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for field in dataclasses.fields(config_class):
+class _DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag, hidden from --help: sets the field and warns once used."""
+
+    def __init__(self, option_strings, dest, canonical: str, **options):
+        super().__init__(option_strings, dest, **options)
+        self.canonical = canonical
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        deprecated(option_string, self.canonical)
+        setattr(namespace, self.dest, values)
+
+
+def add_dataclass_flags(parser: argparse.ArgumentParser, config_class: type, preset: str, shown=None,
+                        skip: tuple[str, ...] = (), aliases: dict[str, tuple[str, ...]] | None = None,
+                        deprecated_flags: typing.Callable[[dataclasses.Field], tuple[str, ...]] = lambda field: ()
+                        ) -> None:
+    """A flag per field of `config_class`, named by its setting (--GROUP.FIELD-NAME, or
+    --FIELD-NAME in the run group; underscores work too) plus its `aliases`, in argument
+    groups by the field's group; help text and choices from the field's metadata. The
+    default shown is `shown`'s value (a config with a preset applied, `preset` naming it)
+    where it differs from the field's own. `deprecated_flags(field)`: old spellings,
+    accepted with a FutureWarning and hidden from --help."""
+    titled: dict[str, argparse._ArgumentGroup] = {}
+    for name, field in settings(config_class).items():
         if field.name in skip:
             continue
-        title = group(field)
-        if title not in groups:
-            groups[title] = parser.add_argument_group(f"{title} options")
-        names = {f"--{prefix(field)}{field.name.replace('_', '-')}", f"--{prefix(field)}{field.name}",
-                 *(aliases or {}).get(field.name, ())}
+        title = field.metadata["group"]
+        if title not in titled:
+            titled[title] = parser.add_argument_group(f"{title} options")
+        flag = flag_name(name)
+        names = {flag, f"--{name}", *(aliases or {}).get(field.name, ())}
         extra = value_options(field_types(config_class)[field.name])
         if field.metadata.get("choices"):
             extra["choices"] = field.metadata["choices"]
-        groups[title].add_argument(*sorted(names), dest=field.name, default=None, **extra,
-                                   help=f"{field.metadata['help']} (default {field.default!r}, or {preset})")
+        value = field.default if shown is None else getattr(shown, field.name)
+        default = f"default {value!r}" + (f" in {preset}; {field.default!r} otherwise" if value != field.default
+                                          else "" if shown is not None else f", or {preset}")
+        titled[title].add_argument(*sorted(names, key=lambda text: (text != flag, text)), dest=field.name,
+                                   default=None, **extra, help=f"{field.metadata['help']} ({default})")
+        old = sorted(set(deprecated_flags(field)) - names)
+        if old:
+            parser.add_argument(*old, dest=field.name, default=None, **extra, help=argparse.SUPPRESS,
+                                action=_DeprecatedFlag, canonical=flag)
 
 
 def dataclass_overrides(args: argparse.Namespace, config_class: type, skip: tuple[str, ...] = ()) -> dict:
@@ -126,10 +211,11 @@ def field_docs(config_class: type) -> str:
     """Docstring lines for every field of `config_class` from the help in its metadata,
     the one source of `--help` and of `help(config_class)`. Indented as a class
     docstring's body (four spaces), so that help() dedents it with the rest."""
-    lines = ["", "", "    Fields (each a command-line flag; see the command's --help):", ""]
+    lines = ["", "", "    Fields (each the setting GROUP.FIELD: the flag --GROUP.FIELD, a [GROUP] table in config",
+             "    files; the run group's are FIELD alone):", ""]
     kinds = field_types(config_class)
-    for field in dataclasses.fields(config_class):
+    for name, field in settings(config_class).items():
         choices = field.metadata.get("choices")
-        lines.append(f"    {field.name}: {kinds[field.name].__name__} = {field.default!r}")
+        lines.append(f"    {field.name}: {kinds[field.name].__name__} = {field.default!r}   [{name}]")
         lines.append(f"        {field.metadata['help']}" + (f" (one of {', '.join(map(str, choices))})" if choices else ""))
     return "\n".join(lines)

@@ -1,6 +1,9 @@
 """Learning curves for a paper (`puffercore plot`): runs grouped by their config, the
-seeds of one config drawn as their mean with a band of one standard deviation, labelled
-by what the metric means and titled by the algorithm and the env.
+seeds of one config interpolated to one step grid and drawn as their mean with a band of
+one standard deviation (clipped to the range the seeds span, so a return never shows
+above what any seed reached), labelled by what the metric means, titled by the
+algorithm and the env's proper name, steps in engineering notation (100k, 1M) and the
+legend below the axes.
 
     path = plot(["runs/cartpole-a", "runs/cartpole-b"])                  # learning_curve.png
     path = plot(runs, metric="recent_return", x="time", smooth=10, output="fig.pdf")
@@ -21,6 +24,8 @@ from typing import Sequence
 import numpy as np
 
 from puffercore.checks import check_int
+from puffercore.config_files import flatten, read_file
+from puffercore.env_sources import ATARI_PREFIX
 from puffercore.logger import CSV_NAME, STEP_COLUMN, read_csv
 from puffercore.ppo.episodes import RECENT_EPISODES
 
@@ -29,7 +34,7 @@ X_AXES = ("step", "time")
 DEFAULT_NAME = "learning_curve.png"
 # Config fields that say how a run ran, not what it learned (PPO's resumable fields but
 # its budget, AlphaZero's threads): seeds of one experiment differ in these alone.
-HOW_IT_RAN = frozenset({"seed", "run_dir", "device", "torch_threads", "num_workers", "log_interval", "tensorboard",
+HOW_IT_RAN = frozenset({"seed", "run_dir", "device", "torch_threads", "num_workers", "log_interval", "log_steps", "tensorboard",
                         "wandb_project", "quiet", "checkpoint_interval", "eval_interval", "eval_episodes",
                         "capture_video", "self_play_threads"})
 METRIC_LABELS = {
@@ -49,6 +54,9 @@ METRIC_LABELS = {
     "time/minutes": "training time (minutes)",
 }
 GRID_POINTS = 200
+# The ocean envs' names in a paper; the C CartPole plays gymnasium's CartPole-v1 rules.
+PROPER_NAMES = {"cartpole": "CartPole-v1", "connect4": "Connect Four", "azul": "Azul", "snake": "Snake",
+                "squared": "Squared", "memory": "Memory"}
 
 
 class Run:
@@ -62,9 +70,12 @@ class Run:
         self.rows = read_csv(csv_path)
         config_path = os.path.join(self.path, "config.json")
         self.config: dict = {}
-        if os.path.isfile(config_path):
-            with open(config_path) as file:
-                self.config = json.load(file)
+        if os.path.isfile(config_path):  # settings by field name, whichever release wrote the file
+            from puffercore.alphazero.config import AlphaZeroConfig
+            from puffercore.ppo.config import PPOConfig
+
+            values = read_file(config_path)
+            self.config = flatten(values, AlphaZeroConfig if "game" in values else PPOConfig)
         self.algorithm = "AlphaZero" if "game" in self.config else "PPO"
         self.env = str(self.config.get("env", self.config.get("game", os.path.basename(os.path.abspath(self.path)))))
 
@@ -91,12 +102,15 @@ class Run:
 @dataclasses.dataclass
 class Curve:
     """One line of the plot: a group's label, x, the mean over its runs and their spread
-    (one standard deviation; zeros for a lone run), and how many runs it has."""
+    (one standard deviation; zeros for a lone run), how many runs it has, and its band:
+    mean +- spread within the lowest and highest of the runs at each x."""
     label: str
     x: np.ndarray
     mean: np.ndarray
     spread: np.ndarray
     runs: int
+    low: np.ndarray
+    high: np.ndarray
 
 
 def group_curves(runs: list[Run], metric: str, x: str = "step", smooth: int = 1) -> list[Curve]:
@@ -110,11 +124,13 @@ def group_curves(runs: list[Run], metric: str, x: str = "step", smooth: int = 1)
     for members, label in zip(groups.values(), _group_labels(list(groups.values()))):
         lines = [_smoothed(*run.curve(metric, x), smooth) for run in members]
         if len(lines) == 1:
-            curves.append(Curve(label, lines[0][0], lines[0][1], np.zeros_like(lines[0][1]), 1))
+            curves.append(Curve(label, lines[0][0], lines[0][1], np.zeros_like(lines[0][1]), 1, lines[0][1],
+                                lines[0][1]))
             continue
         grid, values = _on_common_grid(lines)
-        curves.append(Curve(f"{label}: mean of {len(lines)} seeds ± std", grid, values.mean(axis=0),
-                            values.std(axis=0), len(lines)))
+        mean, spread = values.mean(axis=0), values.std(axis=0)
+        curves.append(Curve(f"{label}: mean of {len(lines)} seeds ± std", grid, mean, spread, len(lines),
+                            np.maximum(mean - spread, values.min(axis=0)), np.minimum(mean + spread, values.max(axis=0))))
     return curves
 
 
@@ -142,26 +158,39 @@ def plot(runs: Sequence[str], output: str | None = None, metric: str = "episode_
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     scale, unit = _time_unit(curves) if x == "time" else (1.0, "")
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        figure, axis = plt.subplots(figsize=(7, 4.2))
+    style = {"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False}
+    with matplotlib.rc_context(style):
+        figure, axis = plt.subplots(figsize=(6, 4))
         for curve in curves:
             line, = axis.plot(curve.x / scale, curve.mean, label=curve.label, linewidth=1.5)
             if curve.runs > 1:
-                axis.fill_between(curve.x / scale, curve.mean - curve.spread, curve.mean + curve.spread,
-                                  color=line.get_color(), alpha=0.2, linewidth=0)
+                axis.fill_between(curve.x / scale, curve.low, curve.high, color=line.get_color(), alpha=0.2,
+                                  linewidth=0)
         steps_name = "self-play positions" if all(run.algorithm == "AlphaZero" for run in loaded) else "env steps"
         axis.set_xlabel(steps_name if x == "step" else f"training time ({unit})")
+        if x == "step":
+            axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: engineering(value)))
         axis.set_ylabel(METRIC_LABELS.get(metric, metric.replace("/", ": ").replace("_", " ")))
         axis.set_title(title or _title(loaded))
-        if len(curves) > 1 or curves[0].runs > 1:
-            axis.legend(fontsize="small")
+        axis.margins(x=0)
+        if len(curves) > 1 or curves[0].runs > 1:  # below the axes: it never covers a curve
+            axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if len(curves) > 2 else len(curves),
+                        frameon=False, fontsize="small")
         axis.grid(alpha=0.3)
-        figure.tight_layout()
-        figure.savefig(output, dpi=150)
+        figure.savefig(output, dpi=200, bbox_inches="tight")
         plt.close(figure)
     return output
+
+
+def engineering(value: float) -> str:
+    """A step count as a paper writes it: 0, 500, 100k, 1.5M, 2G."""
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"
 
 
 def _check_metric(runs: list[Run], metric: str) -> None:
@@ -217,8 +246,19 @@ def _short(value) -> str:
 
 def _title(runs: list[Run]) -> str:
     algorithms = sorted({run.algorithm for run in runs})
-    envs = list(dict.fromkeys(run.env for run in runs))
+    envs = list(dict.fromkeys(proper_name(run.env) for run in runs))
     return f"{' and '.join(algorithms)} on {', '.join(envs)}"
+
+
+def proper_name(env: str) -> str:
+    """The name a paper gives the env of a run's config: an ocean env's (CartPole-v1 for
+    cartpole, whose rules are gymnasium's CartPole-v1), a gymnasium id without its
+    prefix, an Atari game's, or the attribute of `module:attribute`."""
+    if env in PROPER_NAMES:
+        return PROPER_NAMES[env]
+    if env.startswith(ATARI_PREFIX):
+        return env[len(ATARI_PREFIX):]
+    return env.rsplit(":", 1)[-1].removeprefix("ALE/")
 
 
 def _time_unit(curves: list[Curve]) -> tuple[float, str]:

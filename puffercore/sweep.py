@@ -5,8 +5,9 @@ hyperparameter sweeps on Optuna (`puffercore sweep CONFIG`, the `sweep` extra).
     print(seeds_summary(results))              # the final return's mean and spread over seeds
     best = sweep("sweep.toml", trials=20, jobs=2)
 
-A sweep's file is a config file (`puffercore train --config` reads it: env and fields)
-with a [sweep] table, its search space, keyed by flag name (or bare field name):
+A sweep's file is a config file (`puffercore train --config` reads it: env and settings,
+puffercore.config_files) with a [sweep] table, its search space, keyed by the same
+setting names (or in [sweep.GROUP] tables):
 
     env = "cartpole"
     total_timesteps = 200000
@@ -42,13 +43,15 @@ import multiprocessing.connection
 import os
 import signal
 import statistics
+import sys
 import traceback
 from typing import Any, Callable, Iterator
 
 from puffercore import ppo, run
 from puffercore.checks import check_int
-from puffercore.flags import field_types, is_value_of
-from puffercore.ppo.config import SWEEP_TABLE, PPOConfig, read_config_file
+from puffercore.config_files import SWEEP_TABLE, field_of, file_form, read_file, settings_of
+from puffercore.flags import deprecated, field_types, groups, is_value_of, setting_name
+from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.episodes import RECENT_EPISODES
 from puffercore.seeding import derive_seed
 from puffercore.vector.processes import interrupts_ignored
@@ -67,14 +70,24 @@ class Interrupted(Exception):
         self.number = number
 
 
-def in_processes(function: Callable, runs: dict[str, tuple], concurrency: int) -> Iterator[tuple[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """A run that raised or whose process died, as `in_processes(..., keep_going=True)`
+    yields it: `error` says why in one line (the input the run refused; a bug's error and
+    the place it was raised; the exit code of a process that died)."""
+    error: str
+
+
+def in_processes(function: Callable, runs: dict[str, tuple], concurrency: int,
+                 keep_going: bool = False) -> Iterator[tuple[str, Any]]:
     """`function(*arguments, stop)` for each name: arguments of `runs`, each in a process of
     its own, at most `concurrency` at once; yields (name, result) as they end.
     `stop.value` (shared memory, 0 until then) becomes the number of a SIGINT or SIGTERM
     received here (`run.StopSignals`): runs end at their next update, no new one starts;
     a second Ctrl-C ends them at once. A run
     that raised raises here, naming it: a ValueError or ImportError (input the run
-    refused) as a ValueError, anything else as a RuntimeError with its traceback."""
+    refused) as a ValueError, anything else as a RuntimeError with its traceback; with
+    `keep_going`, it is yielded as a `Failed` instead and the other runs go on."""
     context = multiprocessing.get_context("spawn")
     stop = context.Value("i", 0)
     waiting = list(runs.items())
@@ -100,15 +113,26 @@ def in_processes(function: Callable, runs: dict[str, tuple], concurrency: int) -
                     try:
                         kind, value = receiver.recv()
                     except EOFError:
-                        kind, value = "error", f"its process died with exit code {process.exitcode}"
+                        kind, value = "died", f"its process died with exit code {process.exitcode}"
                     process.join()
-                    if kind != "ok":  # a config or input the run refused: one line; anything else: its traceback
-                        raise (ValueError if kind == "refused" else RuntimeError)(f"{name} failed: {value}")
-                    yield name, value
+                    if kind == "ok":
+                        yield name, value
+                        continue
+                    summary, details = value if kind == "error" else (value, value)  # a bug's: (one line, traceback)
+                    if not keep_going:  # a config or input the run refused: one line; anything else: its traceback
+                        raise (ValueError if kind == "refused" else RuntimeError)(f"{name} failed: {details}")
+                    yield name, Failed(summary)
     finally:
         for _, process in running.values():
             process.terminate()
             process.join()
+
+
+def _one_line(error: BaseException) -> str:
+    """An error and the place it was raised, e.g. "RuntimeError: boom (my_env.py:12, in step)"."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}{where}"
 
 
 def _child(function: Callable, arguments: tuple, sender) -> None:
@@ -116,8 +140,8 @@ def _child(function: Callable, arguments: tuple, sender) -> None:
         sender.send(("ok", function(*arguments)))
     except (ValueError, ImportError) as error:
         sender.send(("refused", f"{type(error).__name__}: {error}"))
-    except Exception:  # noqa: BLE001 -- the caller raises it, naming the run
-        sender.send(("error", traceback.format_exc()))
+    except Exception as error:  # noqa: BLE001 -- the caller raises it (or with keep_going yields it), naming the run
+        sender.send(("error", (_one_line(error), traceback.format_exc())))
 
 
 def _threads_per_run(config: PPOConfig, concurrency: int) -> int:
@@ -132,19 +156,28 @@ def train_seeds(config: PPOConfig, env: Any, seeds: list[int], jobs: int | None 
     module:attribute the run processes can import) once per seed, `jobs` runs at once (default: all), each in
     the config's RUN_DIR-seedS, else in runs/ENV-SEED-TIME as any run; returns per seed
     {"seed", "run_dir", "recent_return", "summary", "interrupted" (the number of the
-    signal that stopped it early, else 0)} in seed order, and prints each run's summary
-    line as it ends."""
+    signal that stopped it early, else 0), "error" (None, or one line saying why the run
+    failed)} in seed order, and prints each run's summary line as it ends. A seed that
+    fails (an error in the env, its process killed) is said in one line as it ends, and
+    the other seeds go on."""
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, at least one, got {seeds}")
     jobs = len(seeds) if jobs is None else check_int(jobs, "jobs", 1)
     threads = _threads_per_run(config, min(jobs, len(seeds)))
-    configs = [dataclasses.replace(config, seed=seed, run_dir=config.run_dir and f"{config.run_dir}-seed{seed}",
-                                   quiet=True, torch_threads=threads) for seed in seeds]
-    for one in configs:
+    configs = {f"seed {seed}": dataclasses.replace(config, seed=seed, run_dir=config.run_dir and
+                                                    f"{config.run_dir}-seed{seed}", quiet=True, torch_threads=threads)
+               for seed in seeds}
+    for one in configs.values():
         one.validate()
     results = {}
-    for name, result in in_processes(_train_one_seed, {f"seed {one.seed}": (one, env, policy) for one in configs}, jobs):
-        print(f"{name}: {result['summary']}", flush=True)
+    runs = {name: (one, env, policy) for name, one in configs.items()}
+    for name, result in in_processes(_train_one_seed, runs, jobs, keep_going=True):
+        if isinstance(result, Failed):
+            print(f"{name} failed: {result.error}", file=sys.stderr, flush=True)
+            result = {"seed": configs[name].seed, "run_dir": configs[name].run_dir or None, "recent_return": None,
+                      "summary": None, "interrupted": 0, "error": result.error}
+        else:
+            print(f"{name}: {result['summary']}", flush=True)
         results[result["seed"]] = result
     return [results[seed] for seed in seeds if seed in results]
 
@@ -154,21 +187,27 @@ def _train_one_seed(config: PPOConfig, env: Any, policy: Any, stop) -> dict:
     if trainer.interrupted is None and stop.value and trainer.update < trainer.num_updates:
         trainer.interrupted = signal.Signals(stop.value)  # the caller's signal: the summary says how to resume
     return {"seed": config.seed, "run_dir": trainer.run_dir, "recent_return": trainer.recent_return(),
-            "summary": ppo.summary(trainer), "interrupted": int(trainer.interrupted or 0)}
+            "summary": ppo.summary(trainer), "interrupted": int(trainer.interrupted or 0), "error": None}
 
 
 def seeds_summary(results: list[dict]) -> str:
-    """The final return over seeds: mean, standard deviation, min and max."""
+    """The final return over seeds (mean, standard deviation, min and max), and each
+    seed's, a failed one marked as such."""
     returns = [result["recent_return"] for result in results if result["recent_return"] is not None]
+    failed = [result["seed"] for result in results if result["error"]]
+    each = ", ".join(f"{result['seed']}: " + ("FAILED" if result["error"] else "none" if result["recent_return"] is None
+                                              else f"{result['recent_return']:.2f}") for result in results)
     seeds = " ".join(str(result["seed"]) for result in results)
     if not returns:
-        return f"seeds {seeds}: no run ended {RECENT_EPISODES} episodes, so none has a final return"
-    spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+        summary = f"seeds {seeds}: no run ended {RECENT_EPISODES} episodes, so none has a final return"
+    else:
+        spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+        summary = (f"seeds {seeds}: final return (mean of each run's last {RECENT_EPISODES} episodes) "
+                   f"{statistics.mean(returns):.2f} +- {spread:.2f} (std over {len(returns)} seeds), "
+                   f"min {min(returns):.2f}, max {max(returns):.2f}")
     stopped = sum(bool(result["interrupted"]) for result in results)
-    return (f"seeds {seeds}: final return (mean of each run's last {RECENT_EPISODES} episodes) "
-            f"{statistics.mean(returns):.2f} +- {spread:.2f} (std over {len(returns)} seeds), "
-            f"min {min(returns):.2f}, max {max(returns):.2f}"
-            + (f"; {stopped} interrupted before the end" if stopped else ""))
+    return (summary + f"; by seed {each}" + (f"; {stopped} interrupted before the end" if stopped else "")
+            + (f"; {len(failed)} failed (seed {', '.join(map(str, failed))}): see the lines above" if failed else ""))
 
 
 # ---- sweeps --------------------------------------------------------------------------------
@@ -201,17 +240,27 @@ class Parameter:
         return trial.suggest_float(self.field, self.low, self.high, step=self.step, log=self.log)
 
 
-def search_space(table: dict[str, Any]) -> list[Parameter]:
-    """The Parameters of a [sweep] table; ValueError naming the entry that is wrong."""
+def _entries(table: Any) -> dict[str, Any]:
+    """A [sweep] table's entries by setting name: "GROUP.FIELD" keys and [sweep.GROUP] tables."""
     if not isinstance(table, dict) or not table:
-        raise ValueError(f"the [{SWEEP_TABLE}] table must map fields to ranges or lists, got {table!r}")
-    fields, kinds = {field.name: field for field in dataclasses.fields(PPOConfig)}, field_types(PPOConfig)
-    space = []
+        raise ValueError(f"the [{SWEEP_TABLE}] table must map settings to ranges or lists, got {table!r}")
+    entries: dict[str, Any] = {}
     for key, value in table.items():
-        group, _, name = key.rpartition(".")
-        field = fields.get(name.replace("-", "_"))
-        if field is None or group not in ({""} if field.metadata["group"] == "run" else {"", field.metadata["group"]}):
-            raise ValueError(f"[{SWEEP_TABLE}] {key!r} is not a PPOConfig flag (e.g. \"train.learning_rate\")")
+        nested = key in groups(PPOConfig) and isinstance(value, dict) and not {"low", "high"} & set(value)
+        for name, item in ({f"{key}.{name}": item for name, item in value.items()} if nested else {key: value}).items():
+            if name in entries:
+                raise ValueError(f"[{SWEEP_TABLE}] {name} is searched twice")
+            entries[name] = item
+    return entries
+
+
+def search_space(table: dict[str, Any], where: str = "the sweep file") -> list[Parameter]:
+    """The Parameters of a [sweep] table; ValueError naming the entry that is wrong."""
+    kinds, space, flat = field_types(PPOConfig), [], []
+    for key, value in _entries(table).items():
+        field = field_of(key, PPOConfig, f"{where}: [{SWEEP_TABLE}]", flat=flat)
+        if any(parameter.field == field.name for parameter in space):
+            raise ValueError(f"{where}: [{SWEEP_TABLE}] {setting_name(field)} is searched twice")
         kind = kinds[field.name]
         if isinstance(value, list):
             if not value or not all(is_value_of(choice, kind) for choice in value):
@@ -229,6 +278,9 @@ def search_space(table: dict[str, Any]) -> list[Parameter]:
             raise ValueError(f"[{SWEEP_TABLE}] {key}: need low < high (both > 0 with log = true), a positive step "
                              f"and log true or false, got {value!r}")
         space.append(Parameter(field.name, integer=kind is int, low=low, high=high, log=log, step=step))
+    if flat:
+        deprecated(f"{where}: [{SWEEP_TABLE}] bare names ({', '.join(flat)})", "the settings' names, e.g. "
+                   "\"train.learning_rate\"")
     return space
 
 
@@ -271,14 +323,14 @@ def sweep(path: str, trials: int, jobs: int = 1, directory: str | None = None, p
     check_int(jobs, "jobs", 1)
     if pruner not in ("median", "none"):
         raise ValueError(f"pruner must be 'median' or 'none', got {pruner!r}")
-    values = read_config_file(path)
-    if SWEEP_TABLE not in values:
+    fields, extras = settings_of(read_file(path), PPOConfig, path, extra=("env", SWEEP_TABLE))
+    if SWEEP_TABLE not in extras:
         raise ValueError(f"{path} has no [{SWEEP_TABLE}] table: the search space (see `puffercore sweep --help`)")
-    space = search_space(values.pop(SWEEP_TABLE))
-    env = values.pop("env", None)
-    if not env:
+    space = search_space(extras[SWEEP_TABLE], path)
+    env = extras.get("env")
+    if not env or not isinstance(env, str):
         raise ValueError(f"{path} names no env (env = \"cartpole\", a gymnasium id or module:attribute)")
-    base = {key: value for key, value in values.items() if key not in ("run_dir", "quiet")}
+    base = {key: value for key, value in fields.items() if key not in ("run_dir", "quiet")}
     PPOConfig.for_env(env, **base).validate()  # the file's own fields, before any trial
     name = os.path.splitext(os.path.basename(path))[0]
     directory = directory or os.path.join("sweeps", name)
@@ -410,6 +462,6 @@ def _write_best(shared: Study, study) -> dict:
     best = study.best_trial
     config_path = os.path.join(shared.directory, BEST_CONFIG)
     with open(config_path, "w") as file:
-        json.dump({"env": shared.env, **shared.base, **best.params}, file, indent=2)
+        json.dump(file_form({**shared.base, **best.params}, PPOConfig, env=shared.env), file, indent=2)
     return {**counts, "value": best.value, "params": best.params, "trial": best.number, "config_path": config_path,
             "run_dir": best.user_attrs.get("run_dir")}

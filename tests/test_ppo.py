@@ -469,7 +469,7 @@ def test_cli_train_eval_and_plot(tmp_path, capsys):
           "--train.minibatch-size", "64"])
     with open(os.path.join(run_dir, "config.json")) as file:
         saved = json.load(file)
-    assert saved["env"] == "cartpole" and saved["hidden_size"] == 16 and saved["num_envs"] == 8
+    assert saved["env"] == "cartpole" and saved["policy"]["hidden_size"] == 16 and saved["vec"]["num_envs"] == 8
     main(["eval", "cartpole", "--checkpoint", run_dir, "--episodes", "2", "--render"])
     out = capsys.readouterr().out
     assert "2 episodes, mean return" in out and "#" in out and "theta=" in out

@@ -13,6 +13,7 @@ import pytest
 
 from puffercore import checkpoint, run
 from puffercore.__main__ import main
+from puffercore.config_files import puffercore_version
 from puffercore.sweep import Interrupted, Parameter, Study, _objective, search_space
 
 # CartPole's preset, cut short: 40 updates of 256 envs x 4 steps on one torch thread
@@ -49,7 +50,7 @@ def test_a_sweep_table_becomes_parameters():
     space = search_space({"train.learning_rate": {"low": 1e-4, "high": 1e-2, "log": True},
                           "train.update-epochs": {"low": 2, "high": 8, "step": 2},
                           "policy.hidden_size": [32, 64], "policy.activation": ["tanh", "relu"],
-                          "total_timesteps": [1000, 2000], "ent_coef": {"low": 0, "high": 0.02}})
+                          "total_timesteps": [1000, 2000], "train": {"ent_coef": {"low": 0, "high": 0.02}}})
     assert space == [Parameter("learning_rate", low=1e-4, high=1e-2, log=True),
                      Parameter("update_epochs", integer=True, low=2, high=8, step=2),
                      Parameter("hidden_size", choices=(32, 64)), Parameter("activation", choices=("tanh", "relu")),
@@ -57,9 +58,10 @@ def test_a_sweep_table_becomes_parameters():
 
 
 @pytest.mark.parametrize("table, message", [
-    ({"train.learning_rte": [1e-3]}, "'train.learning_rte' is not a PPOConfig flag"),
-    ({"policy.learning_rate": [1e-3]}, "'policy.learning_rate' is not a PPOConfig flag"),
-    ({"run.seed": [1, 2]}, "'run.seed' is not a PPOConfig flag"),
+    ({"train.learning_rte": [1e-3]}, "unknown setting 'train.learning_rte'; did you mean train.learning_rate\\?"),
+    ({"policy.learning_rate": [1e-3]}, "unknown setting 'policy.learning_rate'; did you mean train.learning_rate\\?"),
+    ({"run.seed": [1, 2]}, "unknown setting 'run.seed'; did you mean seed\\?"),
+    ({"train.gamma": [0.9], "train": {"gamma": [0.99]}}, "train.gamma is searched twice"),
     ({"train.update_epochs": {"low": 2.5, "high": 8}}, "bounds of the field's type \\(int\\)"),
     ({"policy.activation": {"low": 0, "high": 1}}, "give a list of choices"),
     ({"train.learning_rate": {"low": 0.0, "high": 1e-2, "log": True}}, "need low < high"),
@@ -67,11 +69,16 @@ def test_a_sweep_table_becomes_parameters():
     ({"train.learning_rate": {"low": 1e-3}}, "expected {low = ..., high = ...}"),
     ({"policy.hidden_size": []}, "a list of choices must hold ints"),
     ({"policy.hidden_size": [32, True]}, "a list of choices must hold ints"),
-    ({}, "must map fields to ranges or lists"),
+    ({}, "must map settings to ranges or lists"),
 ])
 def test_a_wrong_sweep_entry_is_named(table, message):
     with pytest.raises(ValueError, match=message):
         search_space(table)
+
+
+def test_a_bare_field_in_a_sweep_table_still_works_with_a_warning():
+    with pytest.warns(FutureWarning, match=r"bare names \(learning_rate\): deprecated .* \"train.learning_rate\""):
+        assert search_space({"learning_rate": [1e-3]}) == [Parameter("learning_rate", choices=(1e-3,))]
 
 
 # ---- trials -------------------------------------------------------------------------------------
@@ -96,15 +103,19 @@ def test_a_trial_reports_its_learning_curve_and_a_poor_one_is_pruned(tmp_path):
 
 SWEEP_FILE = """env = "cartpole"
 total_timesteps = 20480
-num_envs = 256
+tensorboard = false
+"vec.num_envs" = 256
+
+[train]
 horizon = 4
 minibatch_size = 1024
 update_epochs = 2
-tensorboard = false
 
 [sweep]
 "train.learning_rate" = {low = 1e-3, high = 2e-2, log = true}
-"policy.hidden_size" = [16, 32]
+
+[sweep.policy]
+hidden_size = [16, 32]
 """
 
 
@@ -123,8 +134,11 @@ def test_sweep_runs_trials_in_processes_resumes_and_writes_the_best_config(tmp_p
         assert os.path.isfile(os.path.join("sweeps", "lr", f"trial-{trial.number}", "checkpoint.pt"))
     with open("sweeps/lr/best_config.json") as file:
         best = json.load(file)
-    assert best == {"env": "cartpole", "total_timesteps": 20480, "num_envs": 256, "horizon": 4, "minibatch_size": 1024,
-                    "update_epochs": 2, "tensorboard": False, **study.best_params}
+    assert best == {"puffercore_version": puffercore_version(), "env": "cartpole", "total_timesteps": 20480,
+                    "tensorboard": False, "vec": {"num_envs": 256},
+                    "train": {"learning_rate": study.best_params["learning_rate"], "horizon": 4,
+                              "minibatch_size": 1024, "update_epochs": 2},
+                    "policy": {"hidden_size": study.best_params["hidden_size"]}}
 
     main(["train", "--config", "sweeps/lr/best_config.json", "--run-dir", "best", "--quiet"])
     assert checkpoint.load(tmp_path / "best" / run.CHECKPOINT_NAME)["config"]["learning_rate"] == \

@@ -197,15 +197,17 @@ def test_cli_trains_module_attribute_and_config_files(tmp_path, guess_module, ca
           "--run-dir", run_dir])
     with open(os.path.join(run_dir, "config.json")) as file:
         saved = json.load(file)
-    assert saved["env"] == "guess_envs:Guess" and saved["horizon"] == 16
+    assert saved["env"] == "guess_envs:Guess" and saved["train"]["horizon"] == 16
     main(["eval", "guess_envs:Guess", "--checkpoint", run_dir, "--episodes", "2"])  # the user's env, passed by them
     assert "2 episodes, mean return" in capsys.readouterr().out
 
-    # A run's config.json trains again (its env included); flags override the file.
+    # A run's config.json trains again, its env named on the command line too (a file never
+    # chooses code to import); flags override the file.
     again = str(tmp_path / "again")
-    main(["train", "--config", os.path.join(run_dir, "config.json"), "--run-dir", again, "--train.horizon", "8"])
+    main(["train", "guess_envs:Guess", "--config", os.path.join(run_dir, "config.json"), "--run-dir", again,
+          "--train.horizon", "8"])
     with open(os.path.join(again, "config.json")) as file:
-        assert json.load(file) == {**saved, "run_dir": again, "horizon": 8}
+        assert json.load(file) == {**saved, "run_dir": again, "train": {**saved["train"], "horizon": 8}}
 
     toml = tmp_path / "config.toml"
     toml.write_text('env = "cartpole"\nnum_envs = 8\nhorizon = 16\nminibatch_size = 64\ntotal_timesteps = 128\n'

@@ -1,11 +1,15 @@
-"""`puffercore alphazero GAME [--FIELD VALUE ...]` trains (every AlphaZeroConfig field is a
-flag, dashes or underscores); `puffercore play GAME --checkpoint PATH` plays a person
-against a trained agent in the terminal, one move per line on stdin (so a pipe works too).
+"""`puffercore alphazero GAME [--GROUP.FIELD VALUE ...]` trains (every AlphaZeroConfig field
+is a flag named by its setting, dashes or underscores; `--config FILE` reads a config file,
+`--print-config` prints the resolved settings); `puffercore play GAME --checkpoint PATH`
+plays a person against a trained agent in the terminal, one move per line on stdin (so a
+pipe works too).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import secrets
 import sys
 from dataclasses import dataclass
@@ -15,7 +19,8 @@ from puffercore.alphazero.config import GAMES, PRESETS, AlphaZeroConfig
 from puffercore.alphazero.evaluation import AlphaZeroAgent
 from puffercore.alphazero.trainer import BUDGET_FIELDS, train
 from puffercore.azul import Azul
-from puffercore.flags import add_dataclass_flags, dataclass_overrides
+from puffercore.config_files import checked, file_form, read_file, settings_of
+from puffercore.flags import TOP_GROUP, add_dataclass_flags, dataclass_overrides
 
 def _parse_index(text: str) -> int:
     if not text.lstrip("-").isdigit():
@@ -44,13 +49,26 @@ FLAG_ALIASES = {"num_players": ("--players",)}
 LISTED_MOVES = 12
 
 
-def add_commands(commands) -> None:
-    """Add the `alphazero` and `play` subcommands; each sets `handler(args, parser)`."""
+def _old_flags(field: dataclasses.Field) -> tuple[str, ...]:
+    """The ungrouped flags of earlier releases (--simulations for --search.simulations)."""
+    return () if field.metadata["group"] == TOP_GROUP else (f"--{field.name.replace('_', '-')}", f"--{field.name}")
+
+
+def add_commands(commands, game: str | None = None) -> None:
+    """Add the `alphazero` and `play` subcommands; each sets `handler(args, parser)`.
+    `game`: the game the command line names, whose preset --help shows as the defaults."""
     trainer = commands.add_parser("alphazero", help="train AlphaZero on a board game", description=(
-        "Train AlphaZero by self-play. Settings start from the game's preset; every flag overrides it."))
+        "Train AlphaZero by self-play. Settings start from the game's preset, then --config, then every flag "
+        "below (`alphazero GAME --help` shows the game's preset as the defaults)."))
     trainer.add_argument("game", nargs="?", choices=sorted(PRESETS), help="game to learn")
     trainer.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
-    add_dataclass_flags(trainer, AlphaZeroConfig, preset="the game preset", skip=("game",), aliases=FLAG_ALIASES)
+    trainer.add_argument("--config", metavar="FILE", help="a JSON or TOML file of settings (a run's config.json "
+                         "works): [GROUP] tables or \"GROUP.FIELD\" keys")
+    trainer.add_argument("--print-config", action="store_true", help="print the resolved settings as a config file "
+                         "(JSON, for --config) and exit")
+    shown = AlphaZeroConfig.for_game(game) if game in PRESETS else None
+    add_dataclass_flags(trainer, AlphaZeroConfig, preset=f"{game}'s preset" if shown else "the game preset",
+                        shown=shown, skip=("game",), aliases=FLAG_ALIASES, deprecated_flags=_old_flags)
     trainer.set_defaults(handler=_train, command_parser=trainer)
 
     play = commands.add_parser("play", help="play against a trained AlphaZero agent", description=(
@@ -69,14 +87,17 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     overrides = dataclass_overrides(args, AlphaZeroConfig, skip=("game",))
     if args.resume:
         others = sorted(set(overrides) - set(BUDGET_FIELDS))
-        if others or args.game:
-            parser.error("--resume continues a run with its saved config; give no game and no config flags "
-                         f"but {' and '.join('--' + name for name in BUDGET_FIELDS)}, got {others or args.game}")
+        if others or args.game or args.config or args.print_config:
+            parser.error("--resume continues a run with its saved config; give no game, --config or config flags "
+                         f"but {' and '.join('--' + name for name in BUDGET_FIELDS)}, got "
+                         f"{others or args.game or args.config or '--print-config'}")
         trainer = train(resume=args.resume, budget=overrides)
     else:
-        if not args.game:
-            parser.error(f"give a game ({', '.join(sorted(PRESETS))}) or --resume RUN_DIR")
-        trainer = train(AlphaZeroConfig.for_game(args.game, **overrides))
+        config = resolved_config(args, parser, overrides)
+        if args.print_config:
+            print(json.dumps(file_form(dataclasses.asdict(config), AlphaZeroConfig), indent=2))
+            return
+        trainer = train(config)
     if trainer.group.is_main:  # under torchrun, one line for the job
         print(f"checkpoint: {trainer.checkpoint_path}")
         if trainer.interrupted:
@@ -84,6 +105,23 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
                   f"checkpoint saved: puffercore alphazero --resume {trainer.run_dir}")
     if trainer.interrupted:
         sys.exit(128 + trainer.interrupted)  # the shell's convention for a run a signal ended
+
+
+def resolved_config(args: argparse.Namespace, parser: argparse.ArgumentParser, overrides: dict) -> AlphaZeroConfig:
+    """The game's preset, then the --config file's settings (checked, naming the file),
+    then the flags."""
+    fields = settings_of(read_file(args.config), AlphaZeroConfig, args.config)[0] if args.config else {}
+    game = args.game or fields.get("game")
+    if args.game and fields.get("game", args.game) != args.game:
+        parser.error(f"--config {args.config} is a config for {fields['game']}, not {args.game}")
+    if not game:
+        parser.error(f"give a game ({', '.join(sorted(PRESETS))}) or --resume RUN_DIR")
+    fields.pop("game", None)
+    if game not in PRESETS:
+        raise ValueError(f"{args.config}: game must be one of {sorted(PRESETS)}, got {game!r}")
+    if args.config:  # the file's own settings first, so that an error names it
+        checked(AlphaZeroConfig(game=game, **{**PRESETS[game], **fields}), args.config)
+    return AlphaZeroConfig.for_game(game, **{**fields, **overrides})
 
 
 def _play(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -6,96 +6,95 @@ the presets of the games it learns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from puffercore.flags import check_fields, field_docs
+from puffercore.flags import check_fields, field_docs, option
 from puffercore.games import Azul, Connect4, TicTacToe
 from puffercore.precision import PRECISIONS
 from puffercore.seeding import check_seed
 
 GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}
 
-def _option(default, help: str):
-    return field(default=default, metadata={"help": help})
-
 
 @dataclass
 class AlphaZeroConfig:
     """AlphaZero's settings; `AlphaZeroConfig.for_game(game)` applies a game's preset. Each
-    field is a flag of `puffercore alphazero`."""
+    field is the flag --GROUP.NAME of `puffercore alphazero` (the run group's have no
+    prefix); `validate()` raises ValueError naming a bad field."""
 
-    game: str = _option("connect4", f"game to learn: {', '.join(GAMES)}")
-    num_players: int = _option(2, "players per game")
-    seed: int = _option(0, "run seed; every random stream gets a named child seed of it")
-    run_dir: str = _option("", "where metrics and the checkpoint go (default runs/GAME-SEED-TIME)")
-    iterations: int = _option(100, "stop after this many iterations")
-    minutes: float = _option(0.0, "also stop after this much training wall time (0: no limit)")
-    evaluation_cache: int = _option(200_000, "positions whose evaluation each self-play thread remembers within an "
-                                             "iteration (0: none)")
-    inference_precision: str = _option("auto", "self-play and evaluation network precision: auto (bfloat16 for "
-                                               "convolutional networks where the CPU computes it natively, else "
-                                               "float32), float32 or bfloat16")
-    inference_trace: bool = _option(True, "run self-play's and evaluation's network as a frozen TorchScript trace "
-                                          "(false: eager PyTorch; an untraceable network stays eager anyway)")
-    train_precision: str = _option("auto", "training's forward and backward: auto (bf16 mixed precision where the CPU "
-                                           "computes it natively, else float32), float32 or bfloat16")
-    torch_threads: int = _option(2, "torch intra-op threads for training (self-play threads use one each)")
-    self_play_threads: int = _option(2, "threads playing self-play games at once, each with its own batched search")
+    game: str = option("connect4", "run", f"game to learn: {', '.join(GAMES)}")
+    num_players: int = option(2, "run", "players per game")
+    seed: int = option(0, "run", "run seed; every random stream gets a named child seed of it")
+    run_dir: str = option("", "run", "where metrics and the checkpoint go (default runs/GAME-SEED-TIME)")
+    iterations: int = option(100, "run", "stop after this many iterations")
+    minutes: float = option(0.0, "run", "also stop after this much training wall time (0: no limit)")
+    evaluation_cache: int = option(200_000, "self_play", "positions whose evaluation each self-play thread remembers within an "
+                                                         "iteration (0: none)")
+    inference_precision: str = option("auto", "self_play", "self-play and evaluation network precision: auto (bfloat16 for "
+                                                           "convolutional networks where the CPU computes it natively, else "
+                                                           "float32), float32 or bfloat16")
+    inference_trace: bool = option(True, "self_play", "run self-play's and evaluation's network as a frozen TorchScript trace "
+                                                      "(false: eager PyTorch; an untraceable network stays eager anyway)")
+    train_precision: str = option("auto", "train", "training's forward and backward: auto (bf16 mixed precision where the CPU "
+                                                   "computes it natively, else float32), float32 or bfloat16")
+    torch_threads: int = option(2, "run", "torch intra-op threads for training (self-play threads use one each)")
+    self_play_threads: int = option(2, "run", "threads playing self-play games at once, each with its own batched search")
     # network
-    channels: int = _option(64, "width of the residual tower")
-    blocks: int = _option(3, "residual blocks")
+    channels: int = option(64, "network", "width of the residual tower")
+    blocks: int = option(3, "network", "residual blocks")
     # self-play
-    games_per_iteration: int = _option(128, "self-play games per iteration")
-    parallel_games: int = _option(128, "games searched at once (one network forward per round for all)")
-    simulations: int = _option(100, "MCTS simulations per self-play move")
-    c_base: float = _option(19652.0, "PUCT c_base")
-    c_init: float = _option(1.25, "PUCT c_init")
-    normalize_values: bool = _option(False, "PUCT sees Q rescaled to [0, 1] by the tree's value range (for returns far from [-1, 1])")
-    solve: bool = _option(True, "MCTS-solver in games without chance events: proven wins, losses and draws back up "
-                                "exactly, are never evaluated again and end a search early")
-    gumbel: bool = _option(False, "Gumbel root search (Gumbel MuZero): Gumbel-top-k sampled actions, sequential "
-                                  "halving, the improved policy as target; strong with few simulations")
-    gumbel_considered: int = _option(16, "actions the Gumbel root considers")
-    dirichlet_alpha: float = _option(0.3, "Dirichlet noise concentration at the root")
-    dirichlet_epsilon: float = _option(0.25, "weight of the root noise")
-    full_search_fraction: float = _option(1.0, "playout cap randomization (KataGo): the share of moves searched with "
-                                               "`simulations` and root noise and trained on; the others get "
-                                               "fast_simulations, no noise, and only move the game on")
-    fast_simulations: int = _option(16, "simulations of the cheap searches (full_search_fraction < 1)")
-    search_value_weight: float = _option(0.0, "value target = (1 - w) * game result + w * the root's search value "
-                                              "(a position the solver proved learns its exact result)")
-    lead_returns: bool = _option(False, "a finished game is worth, to the search and as a value target, each "
-                                        "seat's return minus the best other seat's (its lead, or its gap to the "
-                                        "leader) rather than the return itself; 2-player zero-sum games: the same")
-    outcome_weight: float = _option(0.0, "what a finished game is worth, to the search and as a value target: "
-                                         "w * win/loss outcome + (1 - w) * the game's returns (Azul: the score "
-                                         "margin); games scored win/loss/draw are the same at any w")
-    value_discount: float = _option(1.0, "the game result in a value target is discounted by this per move left to "
-                                         "the game's end: sooner wins and later losses are worth more (1: none)")
-    carry_games: bool = _option(False, "self-play slots stay full: the games unfinished when an iteration's "
-                                       "games_per_iteration have ended go on in the next (from a fresh tree, "
-                                       "with the new network); parallel_games may exceed games_per_iteration. "
-                                       "One self-play thread")
-    temperature_moves: int = _option(10, "moves sampled in proportion to visits (temperature 1); later ones argmax")
-    max_moves: int = _option(0, "a game stops (scored by its returns so far) after this many moves; 0: the game's own bound")
+    games_per_iteration: int = option(128, "self_play", "self-play games per iteration")
+    parallel_games: int = option(128, "self_play", "games searched at once (one network forward per round for all)")
+    simulations: int = option(100, "search", "MCTS simulations per self-play move")
+    c_base: float = option(19652.0, "search", "PUCT c_base")
+    c_init: float = option(1.25, "search", "PUCT c_init")
+    normalize_values: bool = option(False, "search", "PUCT sees Q rescaled to [0, 1] by the tree's value range "
+                                                       "(for returns far from [-1, 1])")
+    solve: bool = option(True, "search", "MCTS-solver in games without chance events: proven wins, losses and draws back up "
+                                         "exactly, are never evaluated again and end a search early")
+    gumbel: bool = option(False, "search", "Gumbel root search (Gumbel MuZero): Gumbel-top-k sampled actions, sequential "
+                                           "halving, the improved policy as target; strong with few simulations")
+    gumbel_considered: int = option(16, "search", "actions the Gumbel root considers")
+    dirichlet_alpha: float = option(0.3, "search", "Dirichlet noise concentration at the root")
+    dirichlet_epsilon: float = option(0.25, "search", "weight of the root noise")
+    full_search_fraction: float = option(1.0, "search", "playout cap randomization (KataGo): the share of moves searched with "
+                                                        "`simulations` and root noise and trained on; the others get "
+                                                        "fast_simulations, no noise, and only move the game on")
+    fast_simulations: int = option(16, "search", "simulations of the cheap searches (full_search_fraction < 1)")
+    search_value_weight: float = option(0.0, "train", "value target = (1 - w) * game result + w * the root's search value "
+                                                      "(a position the solver proved learns its exact result)")
+    lead_returns: bool = option(False, "search", "a finished game is worth, to the search and as a value target, each "
+                                                 "seat's return minus the best other seat's (its lead, or its gap to the "
+                                                 "leader) rather than the return itself; 2-player zero-sum games: the same")
+    outcome_weight: float = option(0.0, "search", "what a finished game is worth, to the search and as a value target: "
+                                                  "w * win/loss outcome + (1 - w) * the game's returns (Azul: the score "
+                                                  "margin); games scored win/loss/draw are the same at any w")
+    value_discount: float = option(1.0, "train", "the game result in a value target is discounted by this per move left to "
+                                                 "the game's end: sooner wins and later losses are worth more (1: none)")
+    carry_games: bool = option(False, "self_play", "self-play slots stay full: the games unfinished when an iteration's "
+                                                   "games_per_iteration have ended go on in the next (from a fresh tree, "
+                                                   "with the new network); parallel_games may exceed games_per_iteration. "
+                                                   "One self-play thread")
+    temperature_moves: int = option(10, "self_play", "moves sampled in proportion to visits (temperature 1); later ones argmax")
+    max_moves: int = option(0, "self_play", "a game stops (scored by its returns so far) after this many moves; 0: the game's own bound")
     # training
-    replay_capacity: int = _option(100_000, "examples kept; the oldest are overwritten")
-    batch_size: int = _option(256, "examples per gradient step, sampled uniformly with replacement")
-    train_steps: int = _option(100, "gradient steps per iteration")
-    optimizer: str = _option("adam", "adam (AdamW) or sgd (with momentum 0.9)")
-    learning_rate: float = _option(1e-3, "optimizer learning rate (at the start, with a decay)")
-    lr_decay: str = _option("constant", "learning rate over the run's progress (iterations or minutes): constant, "
-                                        "or cosine down to a tenth of learning_rate at the end")
-    weight_decay: float = _option(1e-4, "weight decay")
-    augment_symmetries: bool = _option(True, "train on positions seen through a random symmetry of the board (Connect4: mirror)")
-    policy_loss_weight: float = _option(1.0, "weight of the policy cross-entropy")
-    value_loss_weight: float = _option(1.0, "weight of the value MSE")
+    replay_capacity: int = option(100_000, "train", "examples kept; the oldest are overwritten")
+    batch_size: int = option(256, "train", "examples per gradient step, sampled uniformly with replacement")
+    train_steps: int = option(100, "train", "gradient steps per iteration")
+    optimizer: str = option("adam", "train", "adam (AdamW) or sgd (with momentum 0.9)")
+    learning_rate: float = option(1e-3, "train", "optimizer learning rate (at the start, with a decay)")
+    lr_decay: str = option("constant", "train", "learning rate over the run's progress (iterations or minutes): constant, "
+                                                "or cosine down to a tenth of learning_rate at the end")
+    weight_decay: float = option(1e-4, "train", "weight decay")
+    augment_symmetries: bool = option(True, "train", "train on positions seen through a random symmetry of the board (Connect4: mirror)")
+    policy_loss_weight: float = option(1.0, "train", "weight of the policy cross-entropy")
+    value_loss_weight: float = option(1.0, "train", "weight of the value MSE")
     # evaluation and checkpoints
-    eval_interval: int = _option(5, "evaluate every this many iterations (0: never)")
-    eval_games: int = _option(20, "games against each opponent, an equal share in each seat")
-    eval_simulations: int = _option(100, "agent's MCTS simulations per move in evaluation")
-    baseline_simulations: int = _option(1000, "the MCTS baseline's simulations per move")
-    checkpoint_interval: int = _option(1, "save a checkpoint every this many iterations")
+    eval_interval: int = option(5, "run", "evaluate every this many iterations (0: never)")
+    eval_games: int = option(20, "run", "games against each opponent, an equal share in each seat")
+    eval_simulations: int = option(100, "run", "agent's MCTS simulations per move in evaluation")
+    baseline_simulations: int = option(1000, "run", "the MCTS baseline's simulations per move")
+    checkpoint_interval: int = option(1, "run", "save a checkpoint every this many iterations")
 
     def search_options(self) -> dict:
         """The BatchedMCTS keywords self-play and the trained agent share (not the

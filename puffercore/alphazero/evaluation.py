@@ -16,6 +16,7 @@ from puffercore.alphazero.agents import GreedyAzulAgent
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
 from puffercore.alphazero.mcts import BatchedMCTS
 from puffercore.alphazero.network import CachedEvaluator, PolicyValueNet, build_network, make_evaluator
+from puffercore.config_files import saved_config
 from puffercore.seeding import derive_seed
 
 # Evaluation opponents beyond the random agent and the MCTS baseline every game gets.
@@ -36,11 +37,7 @@ class AlphaZeroAgent:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "AlphaZeroAgent":
         """From a checkpoint file or a run directory holding checkpoint.pt."""
-        path = run.checkpoint_path(path)
-        state = checkpoint.load(path)
-        if "alphazero_config" not in state:
-            raise ValueError(f"{path} is not an AlphaZero checkpoint")
-        config = AlphaZeroConfig(**state["alphazero_config"])
+        state, config = load_checkpoint(path)
         network = build_network(config)
         network.load_state_dict(state["network"])
         return cls(network, config)
@@ -58,6 +55,18 @@ class AlphaZeroAgent:
         mcts = self.search(1, simulations)
         mcts.search([state], self.evaluate)
         return mcts.choose_action(0, temperature=0.0)
+
+
+def load_checkpoint(path: str | os.PathLike) -> tuple[dict, AlphaZeroConfig]:
+    """The state and config of an AlphaZero checkpoint (a file or a run directory),
+    checked before anything is built from them: the config field by field, the game
+    among those puffercore plays, the network's weights against the sizes the config
+    gives (`checkpoint.check_weights`); ValueError naming the file otherwise."""
+    path = run.checkpoint_path(path)
+    state = checkpoint.load(path, required=("alphazero_config", "network"))
+    config = saved_config(AlphaZeroConfig, state["alphazero_config"], path)
+    checkpoint.check_weights(lambda: build_network(config), state["network"], path)
+    return state, config
 
 
 def play_against(agent: AlphaZeroAgent, make_opponent, games: int, seed: int,

@@ -32,14 +32,15 @@ import torch.nn.functional as F
 from puffercore import checkpoint, run
 from puffercore.alphazero.agents import MCTSBaseline, RandomAgent
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
-from puffercore.alphazero.evaluation import GAME_OPPONENTS, AlphaZeroAgent, play_against
+from puffercore.alphazero.evaluation import GAME_OPPONENTS, AlphaZeroAgent, load_checkpoint, play_against
 from puffercore.alphazero.network import build_network
 from puffercore.alphazero.replay import ReplayBuffer
 from puffercore.alphazero.self_play import GameInPlay, games_state_dict, load_games, play_iteration
+from puffercore.config_files import file_form
 from puffercore.distributed import Group
 from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.precision import resolve_precision
-from puffercore.logger import Logger, console_view
+from puffercore.logger import Logger, console_print
 from puffercore.seeding import derive_seed, named_seeds
 
 # Every source of randomness draws from its own child of the run seed.
@@ -238,11 +239,15 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_dir: str) -> "Trainer":
-        state = checkpoint.load(os.path.join(run_dir, run.CHECKPOINT_NAME))
-        if "alphazero_config" not in state:
-            raise ValueError(f"{run_dir} holds no AlphaZero checkpoint")
-        trainer = cls(AlphaZeroConfig(**state["alphazero_config"]), run_dir)
-        trainer.load_state_dict(state)
+        path = os.path.join(run_dir, run.CHECKPOINT_NAME)
+        state, config = load_checkpoint(path)
+        trainer = cls(config, run_dir)
+        try:
+            trainer.load_state_dict(state)
+        except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as error:
+            # a file save wrote holds none of these: it was altered or corrupted
+            detail = str(error).splitlines()[0] if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+            raise ValueError(f"{path} does not resume: {detail}") from None
         return trainer
 
     def progress(self) -> float:
@@ -293,7 +298,8 @@ def _run(trainer: Trainer, signals: run.StopSignals, resumed: bool, quiet: bool)
     trainer.run_dir = trainer.run_dir or run.create_run_dir(f"alphazero-{config.game}", config.seed, group)
     logger = None
     if group.is_main:
-        run.write_run_files(trainer.run_dir, dataclasses.asdict(config), config.seed, trainer.seeds)
+        run.write_run_files(trainer.run_dir, file_form(dataclasses.asdict(config), AlphaZeroConfig), config.seed,
+                            trainer.seeds)
         logger = Logger(trainer.run_dir, config=dataclasses.asdict(config), quiet=quiet,
                         resume_step=trainer.counters["positions"] if resumed else None)
     if not quiet:
@@ -310,7 +316,7 @@ def _run(trainer: Trainer, signals: run.StopSignals, resumed: bool, quiet: bool)
             if not quiet:
                 title = f"alphazero {config.game}: iteration {trainer.counters['iteration']}, " \
                         f"{trainer.counters['games']} games"
-                print(console_view(title, scalars, progress=trainer.progress()))
+                console_print(title, scalars, progress=trainer.progress())
             if trainer.interrupted:
                 break
     except KeyboardInterrupt:

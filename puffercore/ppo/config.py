@@ -10,18 +10,11 @@ Every field is a command-line flag (--GROUP.NAME; the run group's have no prefix
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import torch
 
-from puffercore.flags import check_fields, field_docs
-
-
-def _option(default, group: str, help: str, choices: tuple | None = None):
-    """A config field with its command-line group (flag --GROUP.NAME; the `run` group's
-    flags have no prefix) and help text."""
-    return dataclasses.field(default=default, metadata={"group": group, "help": help, "choices": choices})
+from puffercore.flags import check_fields, field_docs, option, suggestion
 
 
 @dataclasses.dataclass
@@ -31,74 +24,76 @@ class PPOConfig:
     no prefix); `validate()` raises ValueError naming a bad field."""
 
     # run
-    seed: int = _option(1, "run", "run seed; spawns the named seeds for envs, torch and sampling")
-    total_timesteps: int = _option(500_000, "run", "env transitions to train on")
-    device: str = _option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
-    torch_threads: int = _option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
-    run_dir: str = _option("", "run", "where metrics and checkpoints go; default runs/<env>-<seed>-<time>")
-    checkpoint_interval: int = _option(100, "run", "updates between checkpoints; 0: only at the end")
-    log_interval: float = _option(0.5, "run", "seconds between metric rows and console refreshes")
-    tensorboard: bool = _option(True, "run", "write TensorBoard event files (needs tensorboard)")
-    wandb_project: str = _option("", "run", "log to this Weights & Biases project (needs wandb)")
-    quiet: bool = _option(False, "run", "no console view")
-    eval_interval: int = _option(0, "run", "updates between evaluations (deterministic actions on a separate env, "
+    seed: int = option(1, "run", "run seed; spawns the named seeds for envs, torch and sampling")
+    total_timesteps: int = option(500_000, "run", "env transitions to train on")
+    device: str = option("cpu", "run", "torch device of the policy and the rollout storage (cpu, cuda, cuda:1)")
+    torch_threads: int = option(0, "run", "torch CPU threads; 0: the cores the env workers leave free")
+    run_dir: str = option("", "run", "where metrics and checkpoints go; default runs/<env>-<seed>-<time>")
+    checkpoint_interval: int = option(100, "run", "updates between checkpoints; 0: only at the end")
+    log_interval: float = option(0.5, "run", "seconds between metric rows and console refreshes")
+    log_steps: int = option(0, "run", "a metric row at every multiple of this many env steps too (0: by time "
+                            "alone); the seeds of a config then log at the same steps")
+    tensorboard: bool = option(True, "run", "write TensorBoard event files (needs tensorboard)")
+    wandb_project: str = option("", "run", "log to this Weights & Biases project (needs wandb)")
+    quiet: bool = option(False, "run", "no console view")
+    eval_interval: int = option(0, "run", "updates between evaluations (deterministic actions on a separate env, "
                                  "frozen normalization; eval/* metrics, the best policy in best.pt); 0: none")
-    eval_episodes: int = _option(10, "run", "episodes per evaluation")
-    capture_video: bool = _option(False, "run", "record the first episode of each evaluation to videos/ in the run "
+    eval_episodes: int = option(10, "run", "episodes per evaluation")
+    capture_video: bool = option(False, "run", "record the first episode of each evaluation to videos/ in the run "
                                   "directory (MP4; TensorBoard, W&B); needs eval_interval and an rgb_array render")
     # vec
-    backend: str = _option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs; "
-                           "ale: Atari games on ale-py's C++ vector env", ("auto", "serial", "threads", "processes", "ale"))
-    num_envs: int = _option(8, "vec", "envs stepped in parallel")
-    num_workers: int = _option(0, "vec", "env worker threads/processes; 0: the backend's default")
-    batch_size: int = _option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")
+    backend: str = option("auto", "vec", "vector backend; auto: threads for native envs, processes for Python envs; "
+                          "ale: Atari games on ale-py's C++ vector env", ("auto", "serial", "threads", "processes", "ale"))
+    num_envs: int = option(8, "vec", "envs stepped in parallel")
+    num_workers: int = option(0, "vec", "env worker threads/processes; 0: the backend's default")
+    batch_size: int = option(0, "vec", "envs per staggered batch (divides num_envs); 0: all envs at once")
     # train
-    horizon: int = _option(128, "train", "steps per env per rollout (T)")
-    learning_rate: float = _option(2.5e-4, "train", "Adam learning rate")
-    anneal_lr: bool = _option(True, "train", "decay the learning rate linearly to 0")
-    gamma: float = _option(0.99, "train", "discount")
-    gae_lambda: float = _option(0.95, "train", "GAE lambda")
-    minibatch_size: int = _option(256, "train", "transitions per minibatch (whole rows for LSTM/prioritized)")
-    update_epochs: int = _option(4, "train", "passes over each rollout")
-    norm_adv: bool = _option(True, "train", "normalise advantages per minibatch")
-    clip_coef: float = _option(0.2, "train", "policy ratio clip")
-    clip_vloss: bool = _option(True, "train", "clip the value loss around the old values")
-    ent_coef: float = _option(0.01, "train", "entropy bonus")
-    vf_coef: float = _option(0.5, "train", "value loss weight")
-    max_grad_norm: float = _option(0.5, "train", "gradient norm clip, of actor and critic apart (of all with a shared trunk)")
-    target_kl: float = _option(0.0, "train", "stop the update when approx KL exceeds it; 0: never")
-    norm_obs: bool = _option(False, "train", "normalize observations by their running mean and std (float32 rows)")
-    norm_reward: bool = _option(False, "train", "divide rewards by the running std of the discounted return")
-    clip_obs: float = _option(10.0, "train", "clip normalized observations to [-clip_obs, clip_obs]")
-    clip_reward: float = _option(10.0, "train", "clip normalized rewards to [-clip_reward, clip_reward]")
-    frame_stack: int = _option(1, "train", "observations of the last N steps as one row (1: off)")
-    value_norm: bool = _option(False, "train", "PopArt: the critic learns returns normalized by running statistics")
-    prio_alpha: float = _option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
-    prio_beta0: float = _option(0.4, "train", "initial importance-weight exponent, annealed to 1")
-    compile: str = _option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
+    horizon: int = option(128, "train", "steps per env per rollout (T)")
+    learning_rate: float = option(2.5e-4, "train", "Adam learning rate")
+    anneal_lr: bool = option(True, "train", "decay the learning rate linearly to 0")
+    gamma: float = option(0.99, "train", "discount")
+    gae_lambda: float = option(0.95, "train", "GAE lambda")
+    minibatch_size: int = option(256, "train", "transitions per minibatch (whole rows for LSTM/prioritized)")
+    update_epochs: int = option(4, "train", "passes over each rollout")
+    norm_adv: bool = option(True, "train", "normalise advantages per minibatch")
+    clip_coef: float = option(0.2, "train", "policy ratio clip")
+    clip_vloss: bool = option(True, "train", "clip the value loss around the old values")
+    ent_coef: float = option(0.01, "train", "entropy bonus")
+    vf_coef: float = option(0.5, "train", "value loss weight")
+    max_grad_norm: float = option(0.5, "train", "gradient norm clip, of actor and critic apart (of all with a shared trunk)")
+    target_kl: float = option(0.0, "train", "stop the update when approx KL exceeds it; 0: never")
+    norm_obs: bool = option(False, "train", "normalize observations by their running mean and std (float32 rows)")
+    norm_reward: bool = option(False, "train", "divide rewards by the running std of the discounted return")
+    clip_obs: float = option(10.0, "train", "clip normalized observations to [-clip_obs, clip_obs]")
+    clip_reward: float = option(10.0, "train", "clip normalized rewards to [-clip_reward, clip_reward]")
+    frame_stack: int = option(1, "train", "observations of the last N steps as one row (1: off)")
+    value_norm: bool = option(False, "train", "PopArt: the critic learns returns normalized by running statistics")
+    prio_alpha: float = option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
+    prio_beta0: float = option(0.4, "train", "initial importance-weight exponent, annealed to 1")
+    compile: str = option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
                            "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update)",
                            ("auto", "true", "false"))
-    backward: str = _option("auto", "train", "the update's gradients: auto (written out by hand, in C, for the default "
+    backward: str = option("auto", "train", "the update's gradients: auto (written out by hand, in C, for the default "
                             "MLP policy with separate actor and critic and one Discrete or Box action, in float32 "
                             "without --compile true: puffercore.ppo.mlp_gradients) or "
                             "autograd (always torch autograd)", ("auto", "autograd"))
-    inference: str = _option("auto", "train", "collection's policy forward and action sampling: auto (in C for the "
+    inference: str = option("auto", "train", "collection's policy forward and action sampling: auto (in C for the "
                              "default MLP policy with separate actor and critic, one Discrete or Box action, float32 on "
                              "the CPU: puffercore.ppo.native_mlp) or torch (always the policy's torch forward)",
                              ("auto", "torch"))
-    precision: str = _option("float32", "train", "the update's forward and backward: float32, bfloat16 (autocast: "
+    precision: str = option("float32", "train", "the update's forward and backward: float32, bfloat16 (autocast: "
                              "matmuls and convolutions in bf16, the loss and the weights in float32), or auto (bfloat16 "
                              "where the CPU computes it natively, else float32); collection stays float32",
                              ("float32", "bfloat16", "auto"))
     # policy
-    hidden_size: int = _option(64, "policy", "width of the MLP (and LSTM)")
-    num_layers: int = _option(2, "policy", "hidden layers of the MLP")
-    activation: str = _option("tanh", "policy", "hidden activation", ("tanh", "relu", "gelu"))
-    shared_trunk: bool = _option(False, "policy", "one MLP trunk for actor and critic instead of two (always with lstm)")
-    lstm: bool = _option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
-    forget_bias: float = _option(1.0, "policy", "initial LSTM forget-gate bias")
-    log_std_init: float = _option(0.0, "policy", "initial log std of the Gaussian for Box actions (SB3's log_std_init)")
-    ortho_init: bool = _option(True, "policy", "orthogonal init (CleanRL); false: torch's default init (SB3's ortho_init)")
+    hidden_size: int = option(64, "policy", "width of the MLP (and LSTM)")
+    num_layers: int = option(2, "policy", "hidden layers of the MLP")
+    activation: str = option("tanh", "policy", "hidden activation", ("tanh", "relu", "gelu"))
+    shared_trunk: bool = option(False, "policy", "one MLP trunk for actor and critic instead of two (always with lstm)")
+    lstm: bool = option(False, "policy", "recurrent policy: an LSTM cell after the MLP")
+    forget_bias: float = option(1.0, "policy", "initial LSTM forget-gate bias")
+    log_std_init: float = option(0.0, "policy", "initial log std of the Gaussian for Box actions (SB3's log_std_init)")
+    ortho_init: bool = option(True, "policy", "orthogonal init (CleanRL); false: torch's default init (SB3's ortho_init)")
 
     @classmethod
     def for_env(cls, env: Any, **overrides) -> "PPOConfig":
@@ -106,9 +101,10 @@ class PPOConfig:
         gymnasium's MuJoCo tasks), then `overrides`."""
         preset = preset_for(env)
         values = {**preset, **overrides}
-        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+        fields = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(fields))
         if unknown:
-            raise ValueError(f"unknown PPOConfig fields: {unknown}")
+            raise ValueError(f"unknown PPOConfig fields: {unknown}{suggestion(unknown[0], fields)}")
         return cls(**values)
 
     def validate(self) -> None:
@@ -121,7 +117,8 @@ class PPOConfig:
         for name in ("total_timesteps", "num_envs", "horizon", "minibatch_size", "update_epochs", "hidden_size",
                      "num_layers", "frame_stack", "eval_episodes"):
             require(getattr(self, name) >= 1, name, "a positive int")
-        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size", "eval_interval"):
+        for name in ("seed", "torch_threads", "checkpoint_interval", "num_workers", "batch_size", "eval_interval",
+                     "log_steps"):
             require(getattr(self, name) >= 0, name, "a non-negative int")
         for name in ("gamma", "gae_lambda", "prio_beta0"):
             require(0.0 <= getattr(self, name) <= 1.0, name, "in [0, 1]")
@@ -250,29 +247,3 @@ def preset_for(env: Any) -> dict[str, Any]:
     if not entry_point.startswith("gymnasium.envs.mujoco"):
         return {}
     return {**MUJOCO_PRESET, **MUJOCO_TASK_PRESETS.get(spec.name, {})}
-
-
-
-# The table of a config file that holds a sweep's search space (puffercore.sweep).
-SWEEP_TABLE = "sweep"
-
-
-def read_config_file(path: str) -> dict[str, Any]:
-    """PPOConfig fields (and optionally "env", and a sweep's search space) from a JSON or
-    TOML file, e.g. a run's config.json; ValueError naming the file and the problem."""
-    try:
-        if path.endswith(".toml"):
-            import tomllib
-
-            with open(path, "rb") as file:
-                values = tomllib.load(file)
-        else:
-            with open(path) as file:
-                values = json.load(file)
-    except OSError as error:
-        raise ValueError(f"{path}: {error.strerror}") from None
-    except ValueError as error:  # json.JSONDecodeError and tomllib.TOMLDecodeError
-        raise ValueError(f"{path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'} ({error})") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a table of config fields, got {type(values).__name__}")
-    return values

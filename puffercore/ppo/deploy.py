@@ -9,9 +9,10 @@ torch module behind it, is what `puffercore export` writes (`ppo.export`).
     policy.reset()                                       # a recurrent policy: new episodes
 
 Observations are the env's rows as the policy saw them in training, before
-normalization: `policy.observation_space` says their shape (a structured space's rows:
-`policy.observation_tree.flatten(observation)`; a `frame_stack` run's: the stacked
-rows). A run's observation normalization is folded in, with its statistics as the
+normalization: `policy.observation_space` says their shape (a `frame_stack` run's: the
+stacked rows). A Dict or Tuple observation goes in as the env gives it, one (a dict of
+arrays) or a batch (each leaf with a leading batch dimension), or as its flat rows
+(`policy.observation_tree.flatten(observation)`). A run's observation normalization is folded in, with its statistics as the
 checkpoint froze them; an action mask in the observation is honoured. Actions are the
 env's: Box actions clipped to their bounds, as training sent them.
 
@@ -27,9 +28,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium.spaces import Dict, Tuple
 from torch import nn
 
 from puffercore import checkpoint, run
+from puffercore.config_files import saved_config
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.parts import saved_policy
 from puffercore.ppo.policy import ActorCritic, restart_ended
@@ -94,7 +97,7 @@ class Policy:
         state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)
         network = saved_policy(state, policy, path)
         statistics = (state.get("normalize") or {}).get("observations")
-        return cls(DeployedNetwork(network, statistics, PPOConfig(**state["config"]).clip_obs), seed)
+        return cls(DeployedNetwork(network, statistics, saved_config(PPOConfig, state["config"], path).clip_obs), seed)
 
     @property
     def recurrent(self) -> bool:
@@ -131,11 +134,15 @@ class Policy:
 
     def _rows(self, observations) -> tuple[torch.Tensor, bool]:
         """`observations` as a [batch, *shape] tensor of the space's dtype, and whether it was one."""
-        space = self.observation_space
+        space, tree = self.observation_space, self.observation_tree
+        if tree is not None and isinstance(observations, (dict, tuple)) and isinstance(tree.space, (Dict, Tuple)):
+            rows, single = _structured_rows(tree, observations)
+            return torch.as_tensor(rows), single
         array = np.asarray(observations)
         if array.dtype.kind not in "biuf" or not np.can_cast(array.dtype, space.dtype, "same_kind"):
-            raise ValueError(f"observations must be numbers castable to the observation space's {space.dtype}, "
-                             f"got dtype {array.dtype}")
+            structure = f" (or observations of {tree.space}, as the env gives them)" if tree is not None else ""
+            raise ValueError(f"observations must be numbers castable to the observation space's {space.dtype}"
+                             f"{structure}, got dtype {array.dtype}")
         single = array.shape == space.shape
         if not single and (array.ndim != len(space.shape) + 1 or array.shape[1:] != space.shape or not len(array)):
             raise ValueError(f"observations must have shape {space.shape} (one observation) or (batch, "
@@ -150,3 +157,23 @@ class Policy:
             raise ValueError(f"observations hold {batch} rows but the recurrent state is of {len(self.state[0])}: "
                              f"call reset() before acting on a batch of another size")
         return self.state
+
+
+def _structured_rows(tree, observations) -> tuple[np.ndarray, bool]:
+    """The flat rows of one Dict/Tuple observation or a batch of them (every leaf with a
+    leading batch dimension), and whether it was one."""
+    try:
+        return tree.flatten(observations)[None], True
+    except ValueError as error:
+        one_error = error
+    leaf = observations
+    while isinstance(leaf, (dict, tuple)) and len(leaf):
+        leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
+    batch = np.shape(leaf)[:1]
+    if batch and batch[0]:
+        try:
+            return tree.flatten(observations, np.zeros((batch[0], tree.size), tree.dtype)), False
+        except ValueError:
+            pass
+    raise ValueError(f"observations must be one observation of {tree.space} or a batch of them (each leaf with a "
+                     f"leading batch dimension): {one_error}") from None

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-from puffercore import env_sources
+from puffercore import checkpoint, env_sources
+from puffercore.config_files import saved_config
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.flat_adam import FlatAdam
@@ -141,18 +142,17 @@ def saved_policy(state: dict[str, Any], policy: Any, where: str, vec=None) -> Ac
     """The policy of a checkpoint `state` read from `where`, its weights loaded, built for
     the spaces of `vec`, or without one for the spaces the checkpoint records. `policy`:
     the user's, for a run not trained with the built-in one (`resolve_saved_policy`)."""
-    record = state.get("policy") or {}
     source = resolve_saved_policy(saved_policy_name(state), policy, where)
-    config = PPOConfig(**state["config"])
+    config = saved_config(PPOConfig, state["config"], where)
     if vec is not None:
-        network = make_policy(vec, config, source)
-    elif "observation_space" not in record:
-        raise ValueError(f"{where} records no spaces for its policy (written by an earlier puffercore); "
-                         f"evaluate it with its env instead (ppo.evaluate)")
+        spaces = (vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None))
     else:
-        tree = None if record["observation_tree"] is None else SpaceTree(space_from_data(record["observation_tree"]))
-        network = build_policy(source, space_from_data(record["observation_space"]),
-                               space_from_data(record["action_space"]), tree, config)
+        spaces = saved_spaces(state)
+        if spaces is None:
+            raise ValueError(f"{where} records no spaces for its policy (written by an earlier puffercore); "
+                             f"evaluate it with its env instead (ppo.evaluate)")
+    check_saved_sizes(state, source, config, where, spaces)
+    network = build_policy(source, *spaces, config)
     try:
         network.load_state_dict(state["model"])
     except RuntimeError as error:
@@ -161,11 +161,31 @@ def saved_policy(state: dict[str, Any], policy: Any, where: str, vec=None) -> Ac
     return network
 
 
-def make_optimizer(policy: ActorCritic, learning_rate: float, device: torch.device) -> FlatAdam:
-    """Adam with CleanRL's eps, fused: one kernel updates every parameter, where torch's
-    default on CPU loops over them tensor by tensor (3-9x slower steps for puffercore's
-    policies on CPU; bench/bench_update.py --cleanrl), over one flat buffer holding them
-    all, each parameter group's together (`FlatAdam`: the policy's parameters become views
-    of it)."""
-    fused = torch.device(device).type in ("cpu", "cuda")
-    return FlatAdam(policy, lr=learning_rate, eps=1e-5, fused=fused, groups=policy.parameter_groups())
+def saved_spaces(state: dict[str, Any]) -> tuple | None:
+    """(observation space, action space, observation tree) of the policy a checkpoint
+    `state` records; None for an earlier checkpoint that records none."""
+    record = state.get("policy") or {}
+    if "observation_space" not in record:
+        return None
+    tree = None if record["observation_tree"] is None else SpaceTree(space_from_data(record["observation_tree"]))
+    return space_from_data(record["observation_space"]), space_from_data(record["action_space"]), tree
+
+
+def check_saved_sizes(state: dict[str, Any], source: PolicySource, config: PPOConfig, where: str,
+                      spaces: tuple | None = None) -> None:
+    """The weights of checkpoint `state` checked against the DefaultPolicy `config`
+    describes for `spaces` (default: the ones it records) before that policy is built
+    (`checkpoint.check_weights`): a saved config saying hidden_size 10**6 is refused, not
+    allocated. A policy of the user's takes no sizes from the config."""
+    spaces = spaces or saved_spaces(state)
+    if source.factory is None and spaces is not None:
+        checkpoint.check_weights(lambda: build_policy(source, *spaces, config), state["model"], where)
+
+
+def make_optimizer(policy: ActorCritic, learning_rate: float, device: torch.device, step: str | None = None) -> FlatAdam:
+    """Adam with CleanRL's eps over one flat buffer holding every parameter, each parameter
+    group's together (`FlatAdam`: the policy's parameters become views of it), fused where
+    this torch has the kernel for `device`: one kernel updates every parameter, where torch's
+    default on CPU loops over them tensor by tensor (bench/bench_update.py --cleanrl).
+    `step`: an UpdatePlan's optimizer choice (ppo.plan; default the same rule's)."""
+    return FlatAdam(policy, lr=learning_rate, eps=1e-5, groups=policy.parameter_groups(), step=step)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import sys
 import time
 from typing import Any, Callable
 
@@ -32,11 +31,13 @@ import numpy as np
 import torch
 
 from puffercore import checkpoint, env_sources, logger, run
+from puffercore.config_files import file_form, saved_config
 from puffercore.checks import check_int
 from puffercore.ppo.callbacks import CallbackList, Until
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.evaluation import Evaluator, eval_vector, play, set_observation_statistics
-from puffercore.ppo.parts import resolve_saved_policy, saved_policy, saved_policy_name
+from puffercore.ppo.parts import (BUILTIN_POLICY, check_saved_sizes, resolve_saved_policy, saved_policy,
+                                 saved_policy_name)
 from puffercore.ppo.trainer import Trainer
 from puffercore.video import VideoRecorder, rendering_env
 
@@ -78,7 +79,8 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
         saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
         env = env_sources.resolve_saved(saved["env"], env, resume)
         policy = resolve_saved_policy(saved_policy_name(saved), policy, resume)
-        config = resumed_config(saved["config"], config)
+        config = resumed_config(dataclasses.asdict(saved_config(PPOConfig, saved["config"], resume)), config)
+        check_saved_sizes(saved, policy, config, resume)  # before the trainer builds the policy
     elif env is None:
         raise ValueError("env is required (an ocean env name, a gymnasium id, an env class or creator, a vector env)")
     elif config is None:
@@ -120,8 +122,11 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hoo
     trainer.run_dir = trainer.run_dir or run.create_run_dir(trainer.env_name, config.seed, group)
     metrics = evaluator = None
     if group.is_main:
-        run.write_run_files(trainer.run_dir, {"env": trainer.env_spec, **dataclasses.asdict(config)}, config.seed,
-                            trainer.seeds)
+        policy = trainer.policy_source.name
+        named = {"policy": policy} if policy not in (None, BUILTIN_POLICY) else {}
+        # the plan beside the config: which paths the update and collection take, and why (ppo.plan)
+        run.write_run_files(trainer.run_dir, file_form(dataclasses.asdict(config), PPOConfig, env=trainer.env_spec,
+                                                       **named, plan=trainer.plan.as_dict()), config.seed, trainer.seeds)
         if config.eval_interval:  # before the logger: a run that can't evaluate fails before it writes metrics
             evaluator = Evaluator(trainer, lambda out: trainer.policy.head.greedy(out.params), resumed)
         try:
@@ -133,7 +138,8 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hoo
                 evaluator.close()
             raise
     quiet = config.quiet or not group.is_main
-    interactive = sys.stdout.isatty() and not quiet
+    if not quiet:
+        print(trainer.plan.summary(), flush=True)
     start = time.perf_counter() - sum(trainer.timers.values())  # a resumed run counts its earlier time
     session_start, session_first_step = time.perf_counter(), trainer.global_step
     last_log = time.perf_counter()
@@ -162,7 +168,9 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hoo
             stopped = (stop_after is not None and trainer.update - first_update >= stop_after) or \
                 hooks.stopped_by is not None or trainer.interrupted is not None
             log_now = finished or stopped or evaluated is not None or \
-                time.perf_counter() - last_log >= config.log_interval
+                time.perf_counter() - last_log >= config.log_interval or \
+                (config.log_steps and trainer.global_step // config.log_steps >
+                 (trainer.global_step - trainer.transitions_per_update) // config.log_steps)
             log_now, stopped = (bool(group.from_main(decision)) for decision in (log_now, stopped))
             trainer.stopped_by = hooks.stopped_by
             if finished or stopped or (config.checkpoint_interval and trainer.update % config.checkpoint_interval == 0):
@@ -175,9 +183,8 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hoo
                     metrics.log(trainer.global_step, scalars)
                 if not quiet:
                     rate = (trainer.global_step - session_first_step) / max(time.perf_counter() - session_start, 1e-9)
-                    view = logger.console_view(_title(trainer, time.perf_counter() - start, rate), scalars,
-                                               trainer.update / trainer.num_updates)
-                    print(("\x1b[2J\x1b[H" if interactive else "") + view + "\n", flush=True)
+                    logger.console_print(_title(trainer, time.perf_counter() - start, rate), scalars,
+                                         trainer.update / trainer.num_updates)
             if stopped:
                 break
     except KeyboardInterrupt:
@@ -254,7 +261,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
         raise ValueError("video and on_render each need the env's own render mode (rgb_array, ansi): give one")
     recorder = VideoRecorder(video) if video is not None else None  # a missing encoder fails before any work
     state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)
-    config = PPOConfig(**state["config"])
+    config = saved_config(PPOConfig, state["config"], path)
     env = env_sources.resolve_saved(state["env"], env, path)
     if recorder is not None or on_render is not None:
         env = rendering_env(env, "rgb_array" if recorder is not None else "ansi")
