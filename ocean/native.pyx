@@ -267,28 +267,6 @@ cdef class _EnvArray:
         if self.action_check != NULL:
             self._check_legal(begin, end)
 
-    cpdef write_unit_actions(self, actions, const int32_t[::1] units, int64_t rows_per_unit):
-        """Copy a batch gathered from scattered units: rows [k * rows_per_unit, (k + 1) *
-        rows_per_unit) of `actions` go to unit units[k]'s rows. The batch is checked as a
-        whole, so an error names a value by its row in the batch. The threads engine's
-        staggered send writes here when its batch is not one block of rows."""
-        cdef int64_t rows = units.shape[0] * rows_per_unit, k, unit
-        cdef size_t unit_bytes = rows_per_unit * (cnp.PyArray_NBYTES(self.action_buffer) // self.num_agents)
-        for k in range(units.shape[0]):
-            if not 0 <= units[k] * rows_per_unit <= self.num_agents - rows_per_unit:
-                raise IndexError(f"unit {units[k]} of {rows_per_unit} rows outside [0, {self.num_agents})")
-        cdef cnp.ndarray batch = self.action_buffer[:rows]  # a template of the batch's shape
-        if not (cnp.PyArray_Check(actions) and self._fast_actions_ok(<cnp.ndarray>actions, batch)):
-            actions = np.ascontiguousarray(check_actions(actions, self.single_action_space, rows))
-        cdef char* source = <char*>cnp.PyArray_DATA(<cnp.ndarray>actions)
-        cdef char* target = <char*>cnp.PyArray_DATA(self.action_buffer)
-        for k in range(units.shape[0]):
-            memcpy(target + units[k] * unit_bytes, source + k * unit_bytes, unit_bytes)
-        if self.action_check != NULL:
-            for k in range(units.shape[0]):
-                unit = units[k]
-                self._check_legal(unit * rows_per_unit, (unit + 1) * rows_per_unit)
-
     def reject_illegal_actions(self, size_t check_address):
         """For envs whose legal actions depend on their state (those with an action mask
         in the observation): from now on write_actions -- hence step and every vector

@@ -227,17 +227,6 @@ def test_bad_threads_arguments(kwargs, error, match):
         puffercore.vector.make(**arguments)
 
 
-def test_write_unit_actions_places_each_unit_and_refuses_units_outside_the_env():
-    env = CartPole(num_envs=6, seed=0)
-    env.write_unit_actions(np.array([1, 1, 0, 1], np.int32), np.array([2, 0], np.int32), 2)
-    np.testing.assert_array_equal(env.actions[[4, 5, 0, 1]], [1, 1, 0, 1])
-    with pytest.raises(IndexError, match=r"unit 3 of 2 rows outside \[0, 6\)"):
-        env.write_unit_actions(np.zeros(2, np.int32), np.array([3], np.int32), 2)
-    with pytest.raises(ValueError, match=r"actions\[3\] = 2"):
-        env.write_unit_actions(np.array([0, 0, 0, 2], np.int32), np.array([0, 1], np.int32), 2)
-    env.close()
-
-
 def test_bad_actions_are_rejected_before_native_code():
     with puffercore.vector.make(CartPole, 4, backend="threads", num_workers=2, batch_size=2) as vec:
         vec.async_reset(seed=0)
