@@ -1,0 +1,210 @@
+"""The GPU tables of issue 46 in one run, on whatever machine runs it, naming the CPU,
+its cores and the card:
+
+1. end to end, steps/s per preset (cartpole; squared at 4096 envs on every core; snake),
+   on cuda and on the CPU (`ppo.train`, wall time, setup included);
+2. the PPO update in ms per preset (cartpole, snake, mujoco, atari), eager against the
+   CUDA-graphed step (`puffercore.ppo.graphed`), on random minibatches of the preset's
+   shapes;
+3. Breakout: env steps/s on the processes backend (AtariEnv) and the ale backend
+   (ale-py's C++ vector env), random actions; and end to end on the ale backend;
+4. the threads engine, sync against staggered (batch = half the envs), CartPole at
+   16384 envs, by worker count (1, 2, 4, 8, 16 where the cores exist).
+
+    python bench/bench_gpu.py                    # everything this machine can run
+    python bench/bench_gpu.py --quick            # short runs (a CPU-only check of the script)
+    python bench/bench_gpu.py --json out.json    # the numbers, for the README's rows
+
+Without a CUDA device the cuda columns and the update table say they were skipped.
+Timings on a machine shared with other work are not comparable run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_update import PRESETS as UPDATE_PRESETS  # noqa: E402
+from compare_throughput import staggered_rate, sync_rate  # noqa: E402
+
+import puffercore.vector  # noqa: E402
+from puffercore import env_sources, info, ppo  # noqa: E402
+from puffercore.ocean import CartPole  # noqa: E402
+from puffercore.ppo import PPOConfig  # noqa: E402
+from puffercore.ppo.graphed import GraphedStep  # noqa: E402
+from puffercore.ppo.parts import make_optimizer, make_policy  # noqa: E402
+
+CORES = len(os.sched_getaffinity(0))
+
+
+def end_to_end_presets(quick: bool) -> dict[str, dict]:
+    """Preset name -> (env, overrides): the issue's runs, shortened by --quick."""
+    squared = dict(num_envs=4096, num_workers=CORES, backend="threads", horizon=64, minibatch_size=65536)
+    if quick:
+        return {"cartpole": ("cartpole", dict(total_timesteps=128 * 8 * 4)),
+                "squared 4096": ("squared", {**squared, "horizon": 8, "minibatch_size": 8192,
+                                             "total_timesteps": 4096 * 8 * 2}),
+                "snake": ("snake", dict(total_timesteps=512 * 64 * 2))}
+    return {"cartpole": ("cartpole", dict(total_timesteps=200_000)),
+            "squared 4096": ("squared", {**squared, "total_timesteps": 4096 * 64 * 8}),
+            "snake": ("snake", dict(total_timesteps=512 * 64 * 16))}
+
+
+def train_rate(env: str, device: str, overrides: dict) -> float:
+    with tempfile.TemporaryDirectory() as run_dir:
+        config = PPOConfig.for_env(env, **overrides, device=device, quiet=True, tensorboard=False,
+                                   checkpoint_interval=0, run_dir=run_dir)
+        start = time.perf_counter()
+        trainer = ppo.train(config, env)
+        return trainer.global_step / (time.perf_counter() - start)
+
+
+def table_end_to_end(devices: list[str], quick: bool) -> dict:
+    print("\n1. end to end, steps/s (ppo.train, setup included)")
+    print(f"   {'preset':<14}" + "".join(f"{device:>14}" for device in devices))
+    results = {}
+    for name, (env, overrides) in end_to_end_presets(quick).items():
+        results[name] = {device: train_rate(env, device, overrides) for device in devices}
+        print(f"   {name:<14}" + "".join(f"{results[name][device] / 1e3:>12.1f} k" for device in devices), flush=True)
+    return results
+
+
+def minibatches(policy, space, config: PPOConfig, device: str, count: int) -> list[dict]:
+    """`count` random minibatches of the preset's size, shaped as the rollout's."""
+    rows, head = config.minibatch_size, policy.head
+    generator = torch.Generator(device=device).manual_seed(0)
+    batches = []
+    for _ in range(count):
+        if space.dtype == np.uint8:
+            obs = torch.randint(0, 256, (rows, *space.shape), dtype=torch.uint8, device=device, generator=generator)
+        else:
+            obs = torch.randn(rows, *space.shape, device=device, generator=generator)
+        if head.is_continuous:
+            action = torch.randn(rows, *head.action_shape, device=device, generator=generator)
+        else:
+            action = torch.randint(0, head.nvec[0], (rows, *head.action_shape), device=device, generator=generator)
+        batches.append({"obs": obs, "action": action,
+                        **{name: torch.randn(rows, device=device, generator=generator)
+                           for name in ("log_prob", "advantage", "return", "value")}})
+    return batches
+
+
+def update_ms(name: str, capture: bool, rounds: int) -> float:
+    """Median ms of one update (every epoch's minibatches) of preset `name` on cuda."""
+    env, config = UPDATE_PRESETS[name]
+    vec = env_sources.make_vector(env_sources.resolve(env), "serial", num_envs=1)
+    policy, space = make_policy(vec, config).to("cuda"), vec.single_observation_space
+    vec.close()
+    optimizer = make_optimizer(policy, config.learning_rate, torch.device("cuda"))
+    steps = max(1, config.num_envs * config.horizon // config.minibatch_size) * config.update_epochs
+    batches = minibatches(policy, space, config, "cuda", steps)
+    step = GraphedStep(policy, optimizer, config, capture=capture)
+    times = []
+    for _ in range(rounds + 1):  # the first update warms up (and captures)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for minibatch in batches:
+            step(minibatch)
+        step.read()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times[1:])
+
+
+def table_updates(rounds: int) -> dict:
+    print("\n2. the PPO update on cuda, ms (every epoch's minibatches)")
+    print(f"   {'preset':<10}{'eager':>10}{'graphed':>10}{'ratio':>8}")
+    results = {}
+    for name in UPDATE_PRESETS:
+        try:
+            eager, graphed = update_ms(name, False, rounds), update_ms(name, True, rounds)
+        except Exception as error:  # a preset this machine cannot build is reported, not fatal
+            print(f"   {name:<10} unavailable ({type(error).__name__}: {error})")
+            continue
+        results[name] = {"eager_ms": eager, "graphed_ms": graphed}
+        print(f"   {name:<10}{eager:>10.1f}{graphed:>10.1f}{eager / graphed:>7.2f}x", flush=True)
+    return results
+
+
+def table_breakout(devices: list[str], quick: bool, seconds: float) -> dict:
+    print(f"\n3. Breakout, env steps/s (random actions, {CORES} workers)")
+    from puffercore.atari import AtariEnv
+
+    num_envs = 8 if quick else 64
+    creator = functools.partial(AtariEnv, "Breakout")
+    builds = {"processes": lambda: puffercore.vector.make(creator, num_envs, backend="processes",
+                                                          num_workers=min(CORES, num_envs)),
+              "ale": lambda: puffercore.vector.make(creator, num_envs, backend="ale", num_workers=min(CORES, num_envs))}
+    results = {}
+    for backend, build in builds.items():
+        vec = build()
+        try:
+            results[f"{backend} x{num_envs}"] = sync_rate(vec, seconds)
+        finally:
+            vec.close()
+        print(f"   {backend:<10} {num_envs} envs: {results[f'{backend} x{num_envs}'] / 1e3:8.2f} k steps/s", flush=True)
+    device = devices[-1]
+    steps = num_envs * 128 * (1 if quick else 4)
+    overrides = dict(backend="ale", num_envs=num_envs, num_workers=min(CORES, num_envs), total_timesteps=steps,
+                     minibatch_size=num_envs * 128 // 4)
+    results[f"train ale x{num_envs} {device}"] = rate = train_rate("atari:Breakout", device, overrides)
+    print(f"   end to end, ale backend, {num_envs} envs, {device}: {rate / 1e3:.2f} k steps/s", flush=True)
+    return results
+
+
+def table_staggered(seconds: float, num_envs: int) -> dict:
+    print(f"\n4. threads engine, CartPole {num_envs} envs, M steps/s (staggered: batch = half the envs)")
+    print(f"   {'workers':<8}{'sync':>8}{'stagg.':>8}{'ratio':>8}")
+    results = {}
+    for workers in [w for w in (1, 2, 4, 8, 16) if w <= CORES]:
+        with puffercore.vector.make(CartPole, num_envs, backend="threads", num_workers=workers) as vec:
+            sync = sync_rate(vec, seconds)
+        with puffercore.vector.make(CartPole, num_envs, backend="threads", num_workers=workers,
+                                    batch_size=num_envs // 2) as vec:
+            staggered = staggered_rate(vec, seconds)
+        results[workers] = {"sync": sync, "staggered": staggered}
+        print(f"   {workers:<8}{sync / 1e6:>8.1f}{staggered / 1e6:>8.1f}{staggered / sync:>7.2f}x", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs: check the script, not the speed")
+    parser.add_argument("--json", help="write the numbers to this file")
+    parser.add_argument("--tables", default="1,2,3,4", help="which tables to run (comma-separated numbers)")
+    args = parser.parse_args()
+    tables = {int(table) for table in args.tables.split(",")}
+    cuda = torch.cuda.is_available()
+    machine = info.machine()
+    print(f"bench_gpu on {info.machine_label(machine)}; torch {torch.__version__}"
+          + ("" if cuda else "; no CUDA device: the cuda columns and the update table are skipped"))
+    devices = ["cpu", "cuda"] if cuda else ["cpu"]
+    seconds = 0.3 if args.quick else 1.0
+    results: dict = {"machine": machine, "quick": args.quick}
+    if 1 in tables:
+        results["end_to_end"] = table_end_to_end(devices, args.quick)
+    if 2 in tables:
+        if cuda:
+            results["update"] = table_updates(rounds=2 if args.quick else 5)
+        else:
+            print("\n2. the PPO update on cuda: skipped (no CUDA device)")
+    if 3 in tables:
+        results["breakout"] = table_breakout(devices, args.quick, seconds)
+    if 4 in tables:
+        results["staggered"] = table_staggered(seconds, 4096 if args.quick else 16384)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
