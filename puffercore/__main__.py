@@ -152,8 +152,10 @@ def _the_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """args.run from RUN by position or its alias --checkpoint RUN. With --checkpoint,
     eval's positional argument is the env, as in `eval ENV --checkpoint RUN`."""
     if args.checkpoint is not None and args.run is not None:
-        if getattr(args, "env", args.run) is not None:
+        if not hasattr(args, "env"):
             parser.error(f"give the run once: RUN by position ({args.run}) or --checkpoint ({args.checkpoint})")
+        if args.env is not None:
+            parser.error(f"give the env once: --env {args.env}, or by position before --checkpoint ({args.run})")
         args.env = args.run
     args.run = args.checkpoint if args.checkpoint is not None else args.run
     if args.run is None:

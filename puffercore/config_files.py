@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from typing import Any
 
 from puffercore.flags import (EXPECTED, TOP_GROUP, deprecated, field_types, groups, is_value_of, setting_name,
@@ -145,6 +146,17 @@ def checked(config: Any, where: str) -> Any:
     return config
 
 
+def _version_beside(where: str) -> str:
+    """Which puffercore wrote the run of a checkpoint at `where` (a file or its run
+    directory), as the run's config.json records it, for a message."""
+    folder = where if os.path.isdir(where) else os.path.dirname(where)
+    try:
+        version = read_file(os.path.join(folder, "config.json")).get(VERSION_KEY)
+    except ValueError:  # no config.json there, or not one puffercore wrote
+        version = None
+    return f"puffercore {version}" if isinstance(version, str) else "another version of puffercore"
+
+
 def saved_config(config_class: type, values: Any, where: str) -> Any:
     """A config a checkpoint saved (its fields by name), checked field by field before it
     is made and validated; ValueError naming `where` and the field."""
@@ -154,8 +166,8 @@ def saved_config(config_class: type, values: Any, where: str) -> Any:
     for name, value in values.items():
         if name not in by_name:
             raise ValueError(f"{where}: its saved config has the field {name!r}, which puffercore "
-                             f"{puffercore_version()} does not know{suggestion(name, by_name)}; it was written by "
-                             f"another version of puffercore{_written_by(values)}")
+                             f"{puffercore_version()} does not know (the run was written by {_version_beside(where)})"
+                             f"{suggestion(name, by_name)}")
         check_value(config_class, by_name[name], value, where)
     return checked(config_class(**values), where)
 

@@ -216,7 +216,12 @@ def test_eval_export_and_plot_take_the_run_by_position(trained, tmp_path, capsys
 
 def test_a_saved_config_with_an_unknown_or_bad_field_is_one_line(trained, tmp_path, capsys):
     state = checkpoint.load(os.path.join(trained, run.CHECKPOINT_NAME))
-    for change, message in (({"hidden_sise": 16}, "its saved config has the field 'hidden_sise', which puffercore"),
+    with open(os.path.join(trained, "config.json")) as file:
+        values = json.load(file)
+    (tmp_path / "config.json").write_text(json.dumps({**values, VERSION_KEY: "0.0.9"}))  # the run's, beside it
+    for change, message in (({"hidden_sise": 16}, f"its saved config has the field 'hidden_sise', which puffercore "
+                                                  f"{puffercore_version()} does not know (the run was written by "
+                                                  f"puffercore 0.0.9); did you mean hidden_size?"),
                             ({"hidden_size": "big"}, "policy.hidden_size must be an int, got 'big'"),
                             ({"gamma": 7.0}, "gamma must be in [0, 1], got 7.0")):
         path = str(tmp_path / "tampered.pt")
