@@ -46,11 +46,8 @@ def latest(records: list[dict]) -> list[dict]:
 
 
 def _number(value) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    """A value as its record holds it (the bench scripts round), thousands separated."""
+    return value if isinstance(value, str) else f"{value:,}"
 
 
 def _with_unit(value, unit: str) -> str:
