@@ -274,6 +274,7 @@ def test_a_loss_that_cannot_compile_runs_eagerly_after_one_line(tmp_path, monkey
     trainer = ppo.train(small_config(compile="true", run_dir=str(tmp_path)), "cartpole")
     assert trainer.update == trainer.num_updates and np.isfinite(trainer.losses["loss/loss"])
     assert trainer.update_step.compiled is None and "compile_seconds" not in trainer.losses
+    assert trainer.plan.compiled is False and trainer.losses["compiled"] == 0.0  # the plan records the outcome
     lines = [line for line in capsys.readouterr().err.splitlines() if "torch.compile failed" in line]
     assert lines == ["puffercore: torch.compile failed (RuntimeError: no C++ compiler here); the PPO update runs "
                      "eagerly (--compile false skips compiling)"]
@@ -316,6 +317,7 @@ def test_compiled_runs_train_reproducibly_and_report_their_compile_time(tmp_path
         trainer = ppo.train(small_config(compile="true", run_dir=str(tmp_path / name)), "cartpole")
         assert trainer.losses["compile_seconds"] > 0 and np.isfinite(trainer.losses["loss/loss"])
         assert trainer.update_step.compiled is not None  # "true" keeps it
+        assert trainer.plan.gradients.name == "compiled" and trainer.plan.compiled and trainer.losses["compiled"] == 1.0
         results.append([parameter.detach().clone() for parameter in trainer.policy.parameters()])
     # Compiled kernels are deterministic: the same seed gives the same bits (not eager's bits).
     assert all(torch.equal(first, second) for first, second in zip(*results))
