@@ -132,7 +132,9 @@ def cuda_policy_and_batches(action_space, seed=0, count=10, size=256):
                         "advantage": torch.randn(size, device="cuda", generator=generator),
                         "return": torch.randn(size, device="cuda", generator=generator),
                         "value": torch.randn(size, device="cuda", generator=generator)})
-    batches.append({name: tensor[: size // 2] for name, tensor in batches[0].items()})  # a smaller last one
+    smaller = {name: tensor[: size // 2] for name, tensor in batches[0].items()}
+    batches.insert(graphed.WARMUP_STEPS, smaller)  # where capture would come: it must not capture this shape
+    batches.append(smaller)  # the last minibatch of an update, smaller
     return policy, batches
 
 

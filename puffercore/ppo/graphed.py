@@ -17,9 +17,10 @@ What a graph needs, and how this step provides it:
   trainer writes into the optimizer's group is copied into that tensor at the next
   step), and Adam runs with `capturable` state;
 - warm-up before capture: the first WARMUP_STEPS minibatches run eagerly (on a side
-  stream on CUDA) and count as the real steps they are; the next one is captured and
-  replayed, and every later one of the same size replays. A minibatch of another size
-  (the last, smaller one) or other fields runs the same step eagerly.
+  stream on CUDA) and count as the real steps they are; the next one shaped as the
+  first is captured and replayed, and every later one of that shape replays. A
+  minibatch of another size (the last, smaller one) or other fields runs the same step
+  eagerly.
 
 Where capture fails (no CUDA device, an op that syncs with the host) one line says why
 on stderr and every step runs eagerly: the same arithmetic, launched op by op.
@@ -96,6 +97,7 @@ class GraphedStep:
         self.steps = 0  # since the last read
         self._totals: torch.Tensor | None = None
         self._static: dict[str, torch.Tensor] | None = None
+        self._layout: tuple | None = None  # the captured minibatch's names, shapes and dtypes
         self._graph = None
         self._warmed = 0
 
@@ -152,12 +154,12 @@ class GraphedStep:
         self._totals.add_(values)
 
     def _fits(self, fields: dict[str, torch.Tensor]) -> bool:
-        static = self._static
-        return fields.keys() == static.keys() and all(
-            tensor.shape == static[name].shape and tensor.dtype == static[name].dtype for name, tensor in fields.items())
+        return _layout(fields) == self._layout
 
     def _warm_up(self, fields: dict[str, torch.Tensor]) -> None:
-        if self._warmed < WARMUP_STEPS:
+        if self._layout is None:  # the first minibatch's shapes are the ones captured
+            self._layout = _layout(fields)
+        if self._warmed < WARMUP_STEPS or not self._fits(fields):  # an odd one (the last, smaller) is not captured
             self._warmed += 1
             if self.device.type != "cuda":
                 self._step(fields)
@@ -188,3 +190,7 @@ class GraphedStep:
         with torch.cuda.graph(graph):
             self._step(self._static)
         self._graph = graph
+
+
+def _layout(fields: dict[str, torch.Tensor]) -> tuple:
+    return tuple((name, tensor.shape, tensor.dtype) for name, tensor in fields.items())
