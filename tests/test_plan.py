@@ -12,6 +12,7 @@ from gymnasium import spaces
 from torch import nn
 
 from puffercore import ppo
+from puffercore.__main__ import main
 from puffercore.ppo import PPOConfig, plan
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.plan import UpdatePlan
@@ -124,6 +125,10 @@ def test_the_plan_is_printed_and_saved_beside_the_config(tmp_path, capsys):
     assert saved["plan"] == trainer.plan.as_dict()
     assert saved["plan"]["gradients"]["name"] == "native"
     assert ppo.evaluate(trainer.run_dir, episodes=1)  # the run with its plan loads
+    again = str(tmp_path / "again")  # and its config.json trains again: the plan is what ran, not a setting
+    main(["train", "--config", os.path.join(trainer.run_dir, "config.json"), "--quiet", "--run-dir", again])
+    with open(os.path.join(again, "config.json")) as file:
+        assert json.load(file)["plan"] == saved["plan"]
 
     quiet = ppo.train(small_config(run_dir=str(tmp_path / "quiet")), "cartpole")
     assert "update plan" not in capsys.readouterr().out and quiet.plan.native_gradients
