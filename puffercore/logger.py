@@ -2,7 +2,8 @@
 directory, to TensorBoard event files (when tensorboard is installed) and to Weights &
 Biases (only when asked for and installed); `video(step, tag, path)` puts an MP4 the
 run wrote beside them in TensorBoard (an animated GIF in its image tab) and W&B.
-`console_view` renders the scalars for a terminal.
+`console_print` shows them: a block redrawn in place on a terminal, one line per log
+interval when the output is piped or redirected.
 
     logger = Logger(run_dir, config=asdict(config))
     logger.log(global_step, {"episode_return": 21.5, "loss/policy": 0.01})
@@ -140,6 +141,23 @@ def _torn_last_line(path: str) -> bool:
         return file.read(1) != b"\n"
 
 
+def console_print(title: str, scalars: dict[str, float], progress: float | None = None, stream=None) -> None:
+    """One log interval on `stream` (stdout): on a terminal, `console_view`'s block,
+    redrawn in place; piped or redirected, `console_line`, so that a log file or `grep`
+    gets one line per interval."""
+    stream = sys.stdout if stream is None else stream
+    if stream.isatty():
+        print("\x1b[2J\x1b[H" + console_view(title, scalars, progress) + "\n", file=stream, flush=True)
+    else:
+        print(console_line(title, scalars, progress), file=stream, flush=True)
+
+
+def console_line(title: str, scalars: dict[str, float], progress: float | None = None) -> str:
+    """The title, the progress in percent and `name=value` for each scalar, on one line."""
+    parts = [title] + ([f"{100 * min(max(progress, 0.0), 1.0):.1f}%"] if progress is not None else [])
+    return " | ".join(parts + [" ".join(f"{key}={format_number(value)}" for key, value in scalars.items())])
+
+
 def console_view(title: str, scalars: dict[str, float], progress: float | None = None, width: int = 30) -> str:
     """A block of text for a terminal: a title, an optional progress bar and the scalars
     in two columns, grouped by the prefix before '/'."""
@@ -147,15 +165,22 @@ def console_view(title: str, scalars: dict[str, float], progress: float | None =
     if progress is not None:
         filled = int(round(width * min(max(progress, 0.0), 1.0)))
         lines.append(f"[{'#' * filled}{'.' * (width - filled)}] {100 * progress:5.1f}%")
-    cells = [f"{key:<24}{_format(value):>12}" for key, value in scalars.items()]
+    cells = [f"{key:<24}{format_number(value):>12}" for key, value in scalars.items()]
     for index in range(0, len(cells), 2):
         lines.append("  ".join(cells[index : index + 2]))
     return "\n".join(lines)
 
 
-def _format(value: float) -> str:
+def format_number(value: float) -> str:
+    """A number for people: whole numbers with thousands separators, tiny and huge ones
+    in scientific notation, the rest with 4 decimals (-0.01 stays -0.0100, never -0.0)."""
     if isinstance(value, int) or (math.isfinite(value) and value == int(value) and abs(value) < 1e12):
         return f"{int(value):,}"
     if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
         return f"{value:.3e}"
     return f"{value:.4f}"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 episode`, `3 episodes`: a count with its noun in the right number."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

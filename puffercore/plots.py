@@ -177,7 +177,7 @@ def plot(runs: Sequence[str], output: str | None = None, metric: str = "episode_
         axis.set_title(title or _title(loaded))
         axis.margins(x=0)
         if len(curves) > 1 or curves[0].runs > 1:  # below the axes: it never covers a curve
-            axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if len(curves) > 2 else len(curves),
+            axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1 if len(curves) > 2 else len(curves),
                         frameon=False, fontsize="small")
         axis.grid(alpha=0.3)
         figure.savefig(output, dpi=200, bbox_inches="tight")
@@ -226,7 +226,7 @@ def _group_labels(groups: list[list[Run]]) -> list[str]:
     """The config values that tell the groups apart ("learning_rate=0.001", four at most);
     the env for a lone group; the run directory for a run without config.json."""
     if len(groups) == 1:
-        return [groups[0][0].env]
+        return [proper_name(groups[0][0].env)]
     configs = [dict(members[0].experiment()) for members in groups]
     keys = sorted({key for config in configs for key in config} - {"run"})
     differing = [key for key in keys if len({config.get(key) for config in configs}) > 1]

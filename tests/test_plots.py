@@ -57,7 +57,7 @@ def test_smoothing_is_a_trailing_mean_and_time_comes_from_steps_per_second(runs)
     curve, = plots.group_curves([run], "recent_return", x="time", smooth=2)
     np.testing.assert_allclose(curve.x, [0.1, 0.3, 0.5, 0.7, 0.9])  # step / 1000 steps per second
     np.testing.assert_allclose(curve.mean, [2.0, 3.0, 5.0, 7.0, 9.0])  # (1 + 3) / 2 = 2 ... the first alone: 2
-    assert curve.label == "cartpole" and curve.runs == 1
+    assert curve.label == "CartPole-v1" and curve.runs == 1
 
 
 def test_the_figure_says_what_it_shows(runs, tmp_path):
@@ -65,7 +65,7 @@ def test_the_figure_says_what_it_shows(runs, tmp_path):
     svg = plots.plot(slow + fast, str(tmp_path / "figure.svg"), metric="recent_return", x="time")
     with open(svg) as file:
         text = file.read()
-    for words in ("PPO on cartpole", "return (mean of the last 20 episodes)", "training time (seconds)",
+    for words in ("PPO on CartPole-v1", "return (mean of the last 20 episodes)", "training time (seconds)",
                   "learning_rate=0.01: mean of 2 seeds"):
         assert words in text, words
     assert "recent_return" not in text  # the meaning, not the column
@@ -90,3 +90,34 @@ def test_cli_plots_many_runs_and_names_the_columns_of_a_wrong_metric(runs, tmp_p
     with pytest.raises(SystemExit):
         main(["plot", *slow, "--smooth", "0"])
     assert "smooth must be an int >= 1" in capsys.readouterr().err
+
+
+def test_bands_stay_within_the_seeds_and_steps_read_as_a_paper_writes_them(tmp_path):
+    # Two seeds at CartPole's 500 and one at 300: the mean + std (527) would pass the ceiling.
+    seeds = [write_run(tmp_path / f"seed-{seed}", {"seed": seed}, [0, 1000, 2000], [10.0, 200.0, last])
+             for seed, last in ((1, 500.0), (2, 500.0), (3, 300.0))]
+    curve, = plots.group_curves([plots.Run(path) for path in seeds], "recent_return")
+    assert curve.mean[-1] + curve.spread[-1] > 500 and curve.high[-1] == 500 and curve.high.max() <= 500
+    assert curve.low[-1] == pytest.approx(curve.mean[-1] - curve.spread[-1])
+    assert [plots.engineering(value) for value in (0, 500, 100_000, 1_500_000, 2e9)] == \
+        ["0", "500", "100k", "1.5M", "2G"]
+    assert [plots.proper_name(env) for env in ("cartpole", "gymnasium:Acrobot-v1", "atari:Breakout", "ALE/Pong-v5",
+                                               "my_envs:Guess")] == \
+        ["CartPole-v1", "Acrobot-v1", "Breakout", "Pong-v5", "Guess"]
+    svg = plots.plot(seeds, str(tmp_path / "figure.svg"), metric="recent_return")
+    with open(svg) as file:
+        text = file.read()
+    assert "PPO on CartPole-v1" in text and ">2k<" in text.replace(" ", "")
+
+
+def test_log_steps_puts_every_seeds_rows_at_the_same_steps(tmp_path):
+    from puffercore import ppo
+
+    steps = []
+    for seed in (1, 2):
+        run_dir = tmp_path / f"seed-{seed}"
+        ppo.train(ppo.PPOConfig.for_env("cartpole", seed=seed, num_envs=8, horizon=16, minibatch_size=64,
+                                        total_timesteps=8 * 16 * 6, log_interval=1e9, log_steps=256, quiet=True,
+                                        tensorboard=False, run_dir=str(run_dir)), "cartpole")
+        steps.append([row["step"] for row in plots.Run(str(run_dir)).rows])
+    assert steps[0] == steps[1] == [256, 512, 768]

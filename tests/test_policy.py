@@ -5,14 +5,18 @@ checkpoint records and never imports; errors that name what was wrong."""
 import dataclasses
 import os
 import pathlib
+import warnings
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 from torch import nn
 
 from puffercore import checkpoint, ppo, run
 from puffercore.__main__ import main
+from puffercore.spaces import SpaceTree
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
@@ -206,3 +210,101 @@ def test_builtin_checkpoints_before_policy_records_still_resume(tmp_path):
     assert ppo.train({"total_timesteps": 2 * rollout}, resume=str(run_dir)).update == 2
     assert len(ppo.evaluate(str(run_dir), episodes=1)) == 1
     np.testing.assert_array_equal(checkpoint.load(path)["policy"]["observation_space"]["shape"], [4])
+
+
+# ---- Dict observations of mixed dtypes in a policy of one's own ----------------------------------
+class DictTarget(gymnasium.Env):
+    """Mixed-dtype Dict observations (float32, int64, int8 leaves: one byte row each); reward
+    for the action that matches the `count` leaf, episodes of 8 steps."""
+
+    observation_space = spaces.Dict({"position": spaces.Box(-2, 2, (3,), np.float32), "count": spaces.Discrete(3),
+                                     "grid": spaces.Box(0, 3, (2, 2), np.int8)})
+    action_space = spaces.Discrete(3)
+
+    def _observe(self):
+        self.observation = self.observation_space.sample()
+        return self.observation
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        self.steps = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = float(action == self.observation["count"])
+        self.steps += 1
+        return self._observe(), reward, False, self.steps >= 8, {}
+
+
+class RawBytes(ppo.ActorCritic):
+    """`observations.float()` straight into a Linear: on a mixed Dict, byte values."""
+
+    def __init__(self, observation_space, action_space, observation_tree=None):
+        super().__init__(observation_space, action_space, observation_tree)
+        self.net = nn.Linear(observation_space.shape[0], self.head.size + 1)
+
+    def forward(self, observations):
+        out = self.net(observations.float())
+        return out[:, :-1], out[:, -1]
+
+
+class Decoded(ppo.ActorCritic):
+    """The module docstring's example: `decoded_size` inputs from `decode`."""
+
+    def __init__(self, observation_space, action_space, observation_tree=None):
+        super().__init__(observation_space, action_space, observation_tree)
+        self.actor = nn.Sequential(nn.Linear(self.decoded_size, 16), nn.Tanh(), nn.Linear(16, self.head.size))
+        self.critic = nn.Sequential(nn.Linear(self.decoded_size, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, observations):
+        x = self.decode(observations)
+        return self.actor(x), self.critic(x).squeeze(-1)
+
+
+def test_a_mixed_dict_decodes_to_floats_and_raw_bytes_are_warned_once():
+    tree = SpaceTree(DictTarget.observation_space)
+    assert tree.is_bytes and tree.flat_space.dtype == np.uint8
+    space = DictTarget.observation_space
+    space.seed(3)
+    samples = [space.sample() for _ in range(5)]
+    rows = np.zeros((5, tree.size), np.uint8)
+    tree.flatten({key: np.stack([sample[key] for sample in samples]) for key in space.spaces}, out=rows)
+
+    decoded = Decoded(tree.flat_space, DictTarget.action_space, tree)
+    floats = decoded.decode(torch.as_tensor(rows))
+    assert decoded.decoded_size == 3 + 1 + 4 and floats.dtype == torch.float32 and floats.shape == (5, 8)
+    for index, sample in enumerate(samples):  # leaves in the space's order: count, grid, position
+        expected = np.concatenate([[sample["count"]], sample["grid"].ravel(), sample["position"]]).astype(np.float32)
+        np.testing.assert_array_equal(floats[index].numpy(), expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decoded.output(torch.as_tensor(rows))
+
+    raw = RawBytes(tree.flat_space, DictTarget.action_space, tree)
+    with pytest.warns(UserWarning, match=r"RawBytes's Linear\(in_features=\d+.* gets the observations' raw bytes.*"
+                                         r"self\.decode\(observations\) \(8 floats\)"):
+        raw.output(torch.as_tensor(rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        raw.output(torch.as_tensor(rows))  # once
+
+
+def test_a_custom_policy_trains_on_a_dict_env_and_acts_on_dict_observations(tmp_path):
+    run_dir = str(tmp_path / "run")
+    config = ppo.PPOConfig(num_envs=4, horizon=16, minibatch_size=32, update_epochs=1, total_timesteps=4 * 16 * 2,
+                           backend="serial", quiet=True, tensorboard=False, run_dir=run_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ppo.train(config, DictTarget, policy=Decoded)
+    policy = ppo.Policy.load(run_dir, policy=Decoded)
+    space = DictTarget.observation_space
+    space.seed(5)
+    samples = [space.sample() for _ in range(3)]
+    one = policy.act(samples[0])
+    assert one.shape == () and one == policy.act(policy.observation_tree.flatten(samples[0]))
+    batch = {key: np.stack([sample[key] for sample in samples]) for key in space.spaces}
+    np.testing.assert_array_equal(policy.act(batch), [policy.act(sample) for sample in samples])
+    with pytest.raises(ValueError, match=r"observations must be one observation of Dict.* or a batch of them.*"
+                                         r"observation\['grid'\] does not fit"):
+        policy.act({**samples[0], "grid": np.zeros(3, np.int8)})

@@ -222,3 +222,20 @@ def test_worker_dying_while_building_its_envs_reports_how(how, status):
 
     with pytest.raises(RuntimeError, match=r"^worker \d \(pid \d+\) died with " + status):
         puffercore.vector.make(creator, 2, backend="processes", num_workers=2)
+
+
+def test_a_script_without_main_guard_fails_in_one_line(tmp_path):
+    # Spawned workers import the script; without the guard each would make the vector
+    # env again. The caller's error names the guard; the workers print nothing.
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        import puffercore.vector
+        from puffercore.testing import CountingEnv
+        envs = puffercore.vector.make(CountingEnv, num_envs=2, num_workers=2, backend="processes")
+    """))
+    result = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.count("Traceback") == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: ") and 'if __name__ == "__main__":' in last, result.stderr

@@ -55,7 +55,7 @@ def test_eval_render_prints_the_envs_own_text_picture(tmp_path, capsys):
     main(["eval", "--checkpoint", run_dir, "--episodes", "1", "--render", "--render-steps", "3"])
     out = capsys.readouterr().out
     # CartPole's ansi render (its struct: x, x_dot, theta, theta_dot), then the step's reward
-    frames = re.findall(r"x=\S+ x_dot=\S+ theta=\S+ theta_dot=\S+\nreward=1\.0", out)
+    frames = re.findall(r"x=\S+ x_dot=\S+ theta=\S+ theta_dot=\S+\nreward=1$", out, re.MULTILINE)
     assert len(frames) == 3, out
     pictures = []
     returns = ppo.evaluate(run_dir, episodes=1, on_render=pictures.append)

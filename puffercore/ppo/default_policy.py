@@ -128,9 +128,7 @@ class DefaultPolicy(ActorCritic):
         if encoder == "mlp":
             self.image_shape = None
         self.decode_leaves = observation_tree is not None and observation_tree.is_bytes
-        input_size = int(np.prod(observation_space.shape))
-        if self.decode_leaves:
-            input_size = sum(int(np.prod(leaf.shape)) for leaf in observation_tree.leaves)
+        input_size = self.decoded_size
 
         if shared_trunk is None:
             shared_trunk = lstm
@@ -190,10 +188,7 @@ class DefaultPolicy(ActorCritic):
         if self.image_shape is not None:
             images = observations.reshape(observations.shape[0], *self.image_shape)
             return images.contiguous(memory_format=torch.channels_last).to(dtype).div_(255.0)  # as nature_cnn's
-        if self.decode_leaves:
-            leaves = _flatten_structure(self.observation_tree.unflatten(observations))
-            return torch.cat([leaf.reshape(leaf.shape[0], -1).to(dtype) for leaf in leaves], dim=-1)
-        return observations.reshape(observations.shape[0], -1).to(dtype)
+        return self.decode(observations, dtype)
 
     def forward(self, observations: torch.Tensor, state=None) -> PolicyOutput:
         features = self.features(observations)
@@ -203,11 +198,3 @@ class DefaultPolicy(ActorCritic):
             state = self.lstm(hidden, state)
             hidden = critic_hidden = state[0]
         return PolicyOutput(self.actor(hidden), self.critic(critic_hidden).squeeze(-1), state)
-
-
-def _flatten_structure(structure) -> list:
-    if isinstance(structure, dict):
-        return [leaf for value in structure.values() for leaf in _flatten_structure(value)]
-    if isinstance(structure, tuple):
-        return [leaf for value in structure for leaf in _flatten_structure(value)]
-    return [structure]

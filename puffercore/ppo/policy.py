@@ -8,12 +8,12 @@ if it has one) to the parameters of an action distribution and a value per row:
     class MyPolicy(ppo.ActorCritic):
         def __init__(self, observation_space, action_space, observation_tree=None):
             super().__init__(observation_space, action_space, observation_tree)
-            size = observation_space.shape[0]
+            size = self.decoded_size                     # floats per observation
             self.actor = nn.Sequential(nn.Linear(size, 64), nn.Tanh(), nn.Linear(64, self.head.size))
             self.critic = nn.Sequential(nn.Linear(size, 64), nn.Tanh(), nn.Linear(64, 1))
 
         def forward(self, observations):                 # [batch, *observation_space.shape]
-            x = observations.float()
+            x = self.decode(observations)                # float32 [batch, size]
             return self.actor(x), self.critic(x).squeeze(-1)   # params [batch, head.size], value [batch]
 
     ppo.train(config, env, policy=MyPolicy)               # puffercore train ENV --policy my_module:MyPolicy
@@ -23,8 +23,16 @@ The rules:
 - Built as `policy(observation_space, action_space, observation_tree)`: the vector's
   `single_observation_space` (a Box of flat rows, in the env's dtype: uint8 stays uint8)
   and `single_action_space`, and its `observation_tree` (`puffercore.spaces.SpaceTree`)
-  when the observation is structured, else None: `observation_tree.unflatten(rows)`
-  gives its leaves as views. Settings of your own: `functools.partial(MyPolicy, width=256)`.
+  when the observation is structured, else None. Settings of your own:
+  `functools.partial(MyPolicy, width=256)`.
+- Observations arrive as those rows. `self.decode(observations)` gives them as floats
+  ([batch, self.decoded_size]), which is what the example does: a Box's values cast,
+  and a Dict or Tuple of mixed dtypes read leaf by leaf. Such a space's rows are raw
+  bytes (`Box(0, 255, (n,), uint8)`: a float32 leaf is 4 of them), so `.float()` on
+  them gives byte values, not the observation; a policy whose float layer gets those
+  bytes is warned at its first forward. To treat leaves apart,
+  `self.observation_tree.unflatten(observations)` gives the Dict's structure with each
+  leaf a view in its own dtype, e.g. `leaves["position"].float()` [batch, *leaf shape].
 - `forward(observations)` returns `(params, value)`; a recurrent policy's
   `forward(observations, state)` returns `(params, value, new_state)` and it defines
   `initial_state(batch, device)`: a tuple of zero tensors, each [batch, ...], the state
@@ -53,6 +61,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import NamedTuple
 
 import gymnasium
@@ -180,6 +189,19 @@ class ActorCritic(nn.Module):
         # State-independent log std of Box actions; 0 (std 1) as CleanRL, or lower for
         # less exploration noise at the start (rl-zoo's MuJoCo settings use -2).
         self.log_std = nn.Parameter(torch.full((self.head.size,), float(log_std_init))) if self.head.is_continuous else None
+        self._packs_bytes = observation_tree is not None and observation_tree.is_bytes
+        self.decoded_size = sum(int(np.prod(leaf.shape)) for leaf in observation_tree.leaves) if self._packs_bytes \
+            else int(np.prod(observation_space.shape))
+        self._inputs_checked = not self._packs_bytes
+
+    def decode(self, observations: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The observations as `dtype` values, [batch, decoded_size]: the rows cast, or,
+        when they pack a structure's leaves of mixed dtypes as bytes, each leaf read in
+        its own dtype, then cast (leaves in the order of `observation_tree.leaves`)."""
+        if not self._packs_bytes:
+            return observations.reshape(observations.shape[0], -1).to(dtype)
+        leaves = _flatten_structure(self.observation_tree.unflatten(observations))
+        return torch.cat([leaf.reshape(leaf.shape[0], -1).to(dtype) for leaf in leaves], dim=-1)
 
     def forward(self, observations: torch.Tensor, state=None):
         raise NotImplementedError(f"{type(self).__name__} must define forward(observations[, state]) returning "
@@ -196,7 +218,11 @@ class ActorCritic(nn.Module):
     def output(self, observations: torch.Tensor, state=None) -> PolicyOutput:
         """`forward`'s results as a PolicyOutput, checked, with the action mask applied:
         what the trainer, evaluation and deployment call."""
-        result = self(observations) if state is None else self(observations, state)
+        # Not while export or torch.compile traces the forward (is_compiling: torch >= 2.3).
+        if self._inputs_checked or torch.jit.is_tracing() or getattr(torch.compiler, "is_compiling", bool)():
+            result = self(observations) if state is None else self(observations, state)
+        else:
+            result = self._first_forward(observations, state)
         name = type(self).__name__
         if not isinstance(result, tuple) or len(result) not in (2, 3):
             raise TypeError(f"{name}.forward must return (params, value) or (params, value, state), got "
@@ -216,6 +242,34 @@ class ActorCritic(nn.Module):
         # float32 whatever the forward computed in (bf16 under the update's autocast): the
         # log-probabilities and the loss are taken in float32.
         return PolicyOutput(self.masked(observations, params.float()), value.float(), new_state)
+
+    def _first_forward(self, observations: torch.Tensor, state):
+        """`forward`, watching its float layers once: one that gets the packed bytes of a
+        mixed-dtype structure as numbers (`observations.float()`) earns a warning."""
+        raw, warned = observations.reshape(observations.shape[0], -1), []
+        if self.decoded_size == raw.shape[-1] and torch.equal(self.decode(observations), raw.float()):
+            warned.append(None)  # these bytes are the leaves' values (no leaf wider than a byte)
+
+        def check(layer, inputs):
+            value = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
+            if not warned and value is not None and value.is_floating_point() and value.shape == raw.shape \
+                    and torch.equal(value, raw.to(value.dtype)):
+                warned.append(layer)
+                warnings.warn(
+                    f"{type(self).__name__}'s {layer} gets the observations' raw bytes: this space's leaves have "
+                    f"mixed dtypes, so each row packs them as {raw.shape[-1]} uint8 bytes. Use self.decode("
+                    f"observations) ({self.decoded_size} floats) or self.observation_tree.unflatten(observations) "
+                    f"(see puffercore.ppo.policy)", stacklevel=2)
+
+        hooks = [module.register_forward_pre_hook(check) for module in self.modules()
+                 if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.LSTM, nn.LSTMCell, nn.GRU))]
+        try:
+            result = self(observations) if state is None else self(observations, state)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        self._inputs_checked = True
+        return result
 
     def masked(self, observations: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
         """`params` with the logits of the actions the observations' action mask rules out
@@ -241,6 +295,15 @@ def restart_ended(state: tuple[torch.Tensor, ...] | None, ended: torch.Tensor):
         return None
     keep = (~ended).to(state[0].dtype)
     return tuple(part * keep.reshape(-1, *[1] * (part.dim() - 1)) for part in state)
+
+
+def _flatten_structure(structure) -> list:
+    """The leaves of an unflattened observation (nested dicts and tuples), in order."""
+    if isinstance(structure, dict):
+        return [leaf for value in structure.values() for leaf in _flatten_structure(value)]
+    if isinstance(structure, tuple):
+        return [leaf for value in structure for leaf in _flatten_structure(value)]
+    return [structure]
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:

@@ -29,6 +29,9 @@ STEP, RESET, CLOSE = 1, 2, 3
 OK, ERROR = 0, 1
 # How long a waiter sleeps between checks that its peer process is still alive.
 LIVENESS_PERIOD = 0.05
+# The exit code of a spawned worker that, importing the caller's script, reached code
+# that starts workers: the script lacks its `if __name__ == "__main__":` guard.
+MAIN_GUARD_EXIT = 86
 
 
 def buffer_layout(num_agents: int, observation_space, action_space) -> tuple[dict, int]:

@@ -43,9 +43,9 @@ from puffercore.env import check_actions, check_seed
 from puffercore.vector.common import (RESET_AFTER_FAILURE, Batcher, EnvFactory, VectorEnv, check_batching,
                                      merge_infos)
 from puffercore.vector.process_worker import (
-    CLOSE, COMMAND, COMMAND_SEQ, DONE_SEQ, ERROR, HAS_INFO, HAS_SEED, LIVENESS_PERIOD, RESET, SEED_HIGH, SEED_LOW,
-    STATUS, STEP, WORDS_PER_WORKER, CloudPickled, SegmentFd, attach_buffers, attach_words, buffer_layout,
-    map_segment, worker_main,
+    CLOSE, COMMAND, COMMAND_SEQ, DONE_SEQ, ERROR, HAS_INFO, HAS_SEED, LIVENESS_PERIOD, MAIN_GUARD_EXIT, RESET,
+    SEED_HIGH, SEED_LOW, STATUS, STEP, WORDS_PER_WORKER, CloudPickled, SegmentFd, attach_buffers, attach_words,
+    buffer_layout, map_segment, worker_main,
 )
 
 # Seconds a waiting process spins before it sleeps in a futex. Waking a sleeping
@@ -100,6 +100,10 @@ class Processes(VectorEnv):
 
     def __init__(self, env_creator, num_envs, num_workers=None, batch_size=None, seed=0,
                  start_method=None, timeout=None, **env_kwargs):
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # A spawned worker is importing the caller's script, which makes this env at
+            # import time: exit quietly; the caller, seeing the code, names the fix.
+            raise SystemExit(MAIN_GUARD_EXIT)
         num_envs, batch_size = check_batching(num_envs, batch_size)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout > 0):
@@ -213,13 +217,13 @@ class Processes(VectorEnv):
         while not connection.poll(LIVENESS_PERIOD):
             # A worker may send its last words and exit between the poll and this check.
             if not process.is_alive() and not connection.poll():
-                raise RuntimeError(f"worker {worker} (pid {process.pid}) died with {_exit_status(process)}")
+                raise RuntimeError(_death(worker, process))
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"worker {worker} did not answer within {timeout} s")
         try:
             return connection.recv()
         except EOFError:
-            raise RuntimeError(f"worker {worker} (pid {process.pid}) died with {_exit_status(process)}") from None
+            raise RuntimeError(_death(worker, process)) from None
 
     def _command(self, workers, command: int, seed: int | None = None) -> None:
         for worker in workers:
@@ -363,6 +367,14 @@ class Processes(VectorEnv):
     def close(self) -> None:
         self._closed = True
         self._finalizer()
+
+
+def _death(worker: int, process) -> str:
+    status = _exit_status(process)
+    if process.exitcode == MAIN_GUARD_EXIT:
+        return ("the processes backend's workers import the main script, and this one makes its vector env when "
+                "imported: put the script's code under `if __name__ == \"__main__\":`")
+    return f"worker {worker} (pid {process.pid}) died with {status}"
 
 
 def _exit_status(process) -> str:
