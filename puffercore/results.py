@@ -61,6 +61,23 @@ def check_record(entry: dict, where: str) -> dict:
     return entry
 
 
+def _command_line(argv: list[str]) -> str:
+    """The command that is running, as a user would type it again, less its --record."""
+    words, skip = [], False
+    for index, word in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if word == "--record":
+            # its optional PATH: the next word when it is not another flag
+            skip = index + 1 < len(argv) and not argv[index + 1].startswith("-")
+            continue
+        if not word.startswith("--record="):
+            words.append(word)
+    program = os.path.basename(words[0]) if words else ""
+    return shlex.join(([program] if program == "puffercore" else ["python", *words[:1]]) + words[1:])
+
+
 def record(path: str | None, *, measure: str, title: str, value, unit: str = "", peer: str = "", peer_value=None,
            ratio: float | None = None, command: str | None = None, notes: str = "") -> dict | None:
     """Append one record to `path` (nothing when `path` is None: --record not given) and
@@ -73,7 +90,7 @@ def record(path: str | None, *, measure: str, title: str, value, unit: str = "",
         "measure": measure, "title": title, "value": value, "unit": unit, "peer": peer, "peer_value": peer_value,
         "ratio": None if ratio is None else round(float(ratio), 3), "machine": machine(),
         "date": datetime.date.today().isoformat(),
-        "command": command if command is not None else shlex.join(["python", *sys.argv]), "notes": notes},
+        "command": command if command is not None else _command_line(sys.argv), "notes": notes},
         f"record for {measure!r}")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     line = json.dumps(entry, sort_keys=True) + "\n"

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from puffercore.__main__ import build_parser
-from puffercore.results import read_records, record
+from puffercore.results import _command_line, read_records, record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -130,6 +130,15 @@ def _command_lines() -> list[str]:
             if line.startswith(("puffercore ", "python bench/")) or " -m puffercore " in line:
                 lines.append(line)
     return lines
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["bench/compare_training.py", "--seed", "1", "--record"], "python bench/compare_training.py --seed 1"),
+    (["bench/compare_training.py", "--record", "out.jsonl", "--seed", "1"], "python bench/compare_training.py --seed 1"),
+    (["/venv/bin/puffercore", "judge", "connect4", "RUN", "--record=out.jsonl"], "puffercore judge connect4 RUN"),
+])
+def test_a_record_names_the_command_without_its_record_flag(argv, expected):
+    assert _command_line(argv) == expected
 
 
 def test_the_readme_shows_commands():
