@@ -42,7 +42,7 @@ Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_work
     worker->index = w;
     workers_.push_back(std::move(worker));
   }
-  for (int w = 0; w < num_workers; w++) {
+  for (int w = 1; w < num_workers; w++) {  // worker 0 is the caller
     Worker* worker = workers_[w].get();
     try {
       worker->thread = std::thread([this, worker] { worker_loop(worker); });
@@ -51,9 +51,9 @@ Engine::Engine(const PcEnvSpec* spec, void* envs, int64_t num_envs, int num_work
       // constructor that throws, and a joinable std::thread destroyed unjoined calls
       // std::terminate: stop and join the started workers here.
       close();
-      throw std::runtime_error("engine: could not start worker thread " + std::to_string(w + 1) +
+      throw std::runtime_error("engine: could not start worker thread " + std::to_string(w) +
                                " of num_workers=" + std::to_string(num_workers) + " (" + error.what() +
-                               "); the " + std::to_string(w) + " already started were stopped");
+                               "); the " + std::to_string(w - 1) + " already started were stopped");
     }
     if (!cpus.empty()) {
       cpu_set_t set;
@@ -125,7 +125,7 @@ void Engine::check_batch(int batch) const {
   if (batch < 0 || batch >= num_batches_) throw std::out_of_range("engine: batch id out of range");
 }
 
-void Engine::dispatch(int batch, bool caller_is_worker0) {
+void Engine::dispatch(int batch) {
   if (closed_) throw std::logic_error("engine is closed");
   check_batch(batch);
   if (sent_[batch]) throw std::logic_error("engine: batch sent while already in flight");
@@ -133,8 +133,8 @@ void Engine::dispatch(int batch, bool caller_is_worker0) {
   batches_[batch].remaining.store(num_workers_, std::memory_order_relaxed);
   for (int w = 0; w < num_workers_; w++)  // the release publishes `remaining` to whoever claims
     units_[batch * num_workers_ + w].ticket.store(ticket, std::memory_order_release);
-  // Every worker owns a unit of every batch: wake each once.
-  for (int w = caller_is_worker0 ? 1 : 0; w < num_workers_; w++) {
+  // Every worker owns a unit of every batch: wake each once (worker 0, the caller, is awake).
+  for (int w = 1; w < num_workers_; w++) {
     workers_[w]->signal.fetch_add(1, std::memory_order_release);
     workers_[w]->signal.notify_one();
   }
@@ -143,7 +143,7 @@ void Engine::dispatch(int batch, bool caller_is_worker0) {
   in_flight_++;
 }
 
-void Engine::send(int batch) { dispatch(batch, false); }
+void Engine::send(int batch) { dispatch(batch); }
 
 int Engine::recv() {
   if (in_flight_ == 0) throw std::logic_error("engine: recv with no batch in flight");
@@ -154,16 +154,16 @@ int Engine::recv() {
       if (units[w].ticket.load(std::memory_order_relaxed) != 0) return true;
     return false;
   };
-  // Workers that are awake claim their units within a few hundred nanoseconds; give
-  // them that long (a unit stays with its owner, warm in its cache). Then the caller
-  // runs whatever is still unclaimed, oldest send first: this batch's units, then newer
-  // batches', so it steps envs instead of spinning while workers that are asleep or have
-  // no core (workers + 1 outnumbering the cores) catch up.
+  // The caller is worker 0: it steps its own unit of the batch unless a worker took it
+  // while the caller was away. Workers that are awake claim theirs within a few hundred
+  // nanoseconds; after that long, the caller runs whatever of the batch is still
+  // unclaimed (its owner busy, asleep, or without a core), then waits for the rest.
+  run_if_pending(batch * num_workers_);
   for (int i = 0; i < kClaimWaitPauses && unclaimed(); i++) PC_CPU_PAUSE();
+  for (int w = 1; w < num_workers_; w++) run_if_pending(batch * num_workers_ + w);
   std::atomic<uint32_t>& remaining = batches_[batch].remaining;
-  for (uint32_t left; (left = remaining.load(std::memory_order_acquire)) != 0;) {
-    if (!run_oldest(0, 1)) wait_for_change(remaining, left, kCallerSpinNs);
-  }
+  for (uint32_t left; (left = remaining.load(std::memory_order_acquire)) != 0;)
+    wait_for_change(remaining, left, kCallerSpinNs);
   head_ = (head_ + 1) % num_batches_;
   sent_[batch] = false;
   in_flight_--;
@@ -185,11 +185,8 @@ void Engine::take_all_logs(double* out) {
 
 void Engine::step_all() {
   if (in_flight_ != 0) throw std::logic_error("engine: step while batches are in flight; recv them first");
-  // A synchronous caller has nothing else to do: it takes worker 0's place (worker 0
-  // stays asleep) and steps worker 0's units, so W workers mean W stepping threads,
-  // not W + 1 competing for the cores; recv() then helps with whatever is unclaimed.
-  for (int b = 0; b < num_batches_; b++) dispatch(b, true);
-  while (run_oldest(0, num_workers_)) {
+  for (int b = 0; b < num_batches_; b++) dispatch(b);
+  while (run_oldest(0, num_workers_)) {  // worker 0's units: the caller's
   }
   while (in_flight_) recv();
 }

@@ -12,8 +12,12 @@
 //
 // Worker w owns unit w of every batch and runs its own pending units first, oldest
 // send first (the same envs each time, warm in that core's cache), then any other
-// worker's unclaimed ones, so a batch never waits on one busy owner. A synchronous step
-// is one batch of all envs whose unit 0 the caller steps itself.
+// worker's unclaimed ones, so a batch never waits on one busy owner. Worker 0 is the
+// caller: W workers are the caller and W - 1 threads, never W + 1 threads competing for
+// W cores. The caller steps its unit of a batch when it waits for that batch (recv;
+// a synchronous step is one batch of all envs); while it is away, computing actions,
+// the threads step its units of the batches in flight once their own are done. So
+// stepping overlaps the caller's work from two workers up.
 //
 // Hand-off, no mutex on the step path: the caller writes a unit's send ticket into its
 // command word and bumps each worker's `signal` word once per send; a unit is claimed by
@@ -21,8 +25,7 @@
 // a batch's last unit wakes the caller through the batch's `remaining` count. Workers and
 // the caller wait for a word to change by spinning a bounded time with a CPU pause, then
 // blocking in std::atomic::wait (a futex), so idle or oversubscribed threads burn no
-// CPU. A caller waiting in recv() runs still-unclaimed units itself, its batch's first:
-// on 2 cores with 2 workers that keeps both cores stepping envs instead of one spinning.
+// CPU.
 #pragma once
 
 #include <atomic>
@@ -84,7 +87,7 @@ class Engine {
   };
 
   void worker_loop(Worker* worker);
-  void dispatch(int batch, bool caller_is_worker0);
+  void dispatch(int batch);
   bool run_oldest(int first, int stride);
   bool run_if_pending(int unit);
   void finish(int batch);

@@ -4,8 +4,10 @@ array on worker threads, straight into the env's NumPy buffers, with the GIL rel
 The creator is called ONCE as `env_creator(num_envs=M, **env_kwargs)` and must return
 a `puffercore.ocean.NativeEnv` (an ocean env or your own C env). With batch_size N its M
 sub-envs form M / N fixed batches of consecutive envs, batch b being envs [b*N, (b+1)*N)
-as in the serial backend; each batch is cut into one slice per worker, and the workers
-step the batches the caller sent while it computes actions for the one it holds.
+as in the serial backend; each batch is cut into one slice per worker. Worker 0 is the
+calling thread and the other W - 1 are engine threads: they step the batches the caller
+sent while it computes actions for the one it holds, and the caller steps its slice of a
+batch when it waits for it in recv (so with num_workers=1 nothing overlaps).
 Batches come back in the order they were sent, each a view of one block of the
 buffers: recv neither gathers nor scatters rows. Sub-env j is seeded from (seed, j)
 exactly as in the serial backend, so trajectories match it bit for bit.
