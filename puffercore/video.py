@@ -14,7 +14,9 @@ animated GIF of an MP4 that TensorBoard's image tab plays.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import functools
 import inspect
 import math
@@ -29,6 +31,7 @@ from puffercore import env_sources
 
 INSTALL = 'pip install "puffercore[video]"'
 DEFAULT_FPS = 30  # for envs whose metadata names no render_fps
+FULL_DISK = 1 << 20  # bytes free below which a write that failed is put down to a full disk
 
 
 def rendering_env(env: Any, mode: str = "rgb_array") -> env_sources.EnvSource:
@@ -73,9 +76,15 @@ def _takes_render_mode(creator) -> bool:
     return any(parameter.name == "render_mode" or parameter.kind is parameter.VAR_KEYWORD for parameter in parameters)
 
 
+class VideoError(ValueError):
+    """A video that could not be written; the message names the file and the cause."""
+
+
 class VideoRecorder:
     """Frames of a vector env's render into an MP4 at `path`, opened at the first frame
-    and played at the env's `render_fps` (DEFAULT_FPS when its metadata has none)."""
+    and played at the env's `render_fps` (DEFAULT_FPS when its metadata has none). A
+    write that fails (a full disk, the encoder gone) raises VideoError naming the file
+    and the cause; the recorder is then closed and the unplayable file removed."""
 
     def __init__(self, path: str):
         folder = os.path.dirname(os.path.abspath(path))
@@ -89,18 +98,49 @@ class VideoRecorder:
     def capture(self, vec) -> None:
         """Append `vec.render()`, a uint8 [height, width, 3] frame, to the video."""
         frame = rgb_frame(vec)
-        if self._writer is None:
-            # H.264 in yuv420p (what every player plays) needs even sides; macro_block_size=2
-            # pads odd ones by a pixel instead of imageio's default resize to multiples of 16.
-            self._writer = self._imageio.get_writer(self.path, format="FFMPEG", codec="libx264", macro_block_size=2,
-                                                    fps=vec.metadata.get("render_fps") or DEFAULT_FPS)
-        self._writer.append_data(frame)
+        try:
+            if self._writer is None:
+                # H.264 in yuv420p (what every player plays) needs even sides; macro_block_size=2
+                # pads odd ones by a pixel instead of imageio's default resize to multiples of 16.
+                self._writer = self._imageio.get_writer(self.path, format="FFMPEG", codec="libx264",
+                                                        macro_block_size=2,
+                                                        fps=vec.metadata.get("render_fps") or DEFAULT_FPS)
+            self._writer.append_data(frame)
+        except (OSError, RuntimeError) as error:
+            self._failed(error)
         self.frames += 1
 
     def close(self) -> None:
         if self._writer is not None:
-            self._writer.close()
+            try:
+                self._writer.close()
+            except (OSError, RuntimeError) as error:
+                self._failed(error)
             self._writer = None
+
+    def _failed(self, error: Exception):
+        writer, self._writer = self._writer, None
+        with contextlib.suppress(Exception):  # the encoder is gone already; its own error is the one to tell
+            if writer is not None:
+                writer.close()
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
+        raise VideoError(f"could not write the video {self.path}: {_cause(error, self.path)} "
+                         f"(the unfinished file is removed)") from None
+
+
+def _cause(error: Exception, path: str) -> str:
+    """Why writing `path` failed: the system's reason; for a broken pipe (the encoder,
+    ffmpeg, stopped: it prints its own reason to stderr), a full disk when it is one."""
+    if isinstance(error, OSError) and error.strerror and error.errno != errno.EPIPE:
+        return error.strerror  # e.g. "No space left on device"
+    folder = os.path.dirname(os.path.abspath(path))
+    with contextlib.suppress(OSError):
+        stats = os.statvfs(folder)
+        if stats.f_bavail * stats.f_frsize < FULL_DISK:
+            return f"No space left on device ({folder} has {stats.f_bavail * stats.f_frsize} bytes free)"
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return f"the encoder (ffmpeg) stopped: {detail}"
 
 
 def require_encoder():

@@ -63,7 +63,7 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[dict, AlphaZeroConfig]:
     among those puffercore plays, the network's weights against the sizes the config
     gives (`checkpoint.check_weights`); ValueError naming the file otherwise."""
     path = run.checkpoint_path(path)
-    state = checkpoint.load(path, required=("alphazero_config", "network"))
+    state = checkpoint.load(path, required=("alphazero_config", "network"), kind="an AlphaZero checkpoint")
     config = saved_config(AlphaZeroConfig, state["alphazero_config"], path)
     checkpoint.check_weights(lambda: build_network(config), state["network"], path)
     return state, config

@@ -80,12 +80,34 @@ class ReplayBuffer:
                 "write_index": self.write_index}
 
     def load_state_dict(self, state: dict) -> None:
-        self.size = len(state["values"])
-        if self.size > self.capacity:
-            raise ValueError(f"replay state holds {self.size} examples, more than capacity {self.capacity}")
+        """What `state_dict` gave, checked first (ValueError naming what is wrong): each
+        array of this buffer's dtype and shape per example, as many examples in each and
+        at most `capacity`, and the write index where the ring's next example goes."""
+        if not isinstance(state, dict):
+            raise ValueError(f"the replay buffer's state is not a table (got {type(state).__name__})")
+        size = None
         for name in ("observations", "legal_masks", "policies", "values"):
-            getattr(self, name)[: self.size] = state[name]
-        self.write_index = int(state["write_index"])
+            array, mine = state.get(name), getattr(self, name)
+            if not isinstance(array, np.ndarray) or array.dtype != mine.dtype or array.shape[1:] != mine.shape[1:]:
+                got = f"{array.dtype} {list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__
+                raise ValueError(f"the replay buffer's {name} must be {mine.dtype} [examples, "
+                                 f"{', '.join(map(str, mine.shape[1:]))}], got {got}")
+            if size is not None and len(array) != size:
+                raise ValueError(f"the replay buffer's arrays hold different numbers of examples ({size} "
+                                 f"observations, {len(array)} {name})")
+            size = len(array)
+        if size > self.capacity:
+            raise ValueError(f"the replay buffer holds {size} examples, more than its capacity {self.capacity}")
+        write_index = state.get("write_index")
+        # The ring fills from 0, so until it is full the next example goes right after the last.
+        valid = range(self.capacity) if size == self.capacity else range(size, size + 1)
+        if isinstance(write_index, bool) or not isinstance(write_index, (int, np.integer)) or write_index not in valid:
+            raise ValueError(f"the replay buffer's write_index must be "
+                             f"{'in [0, ' + str(self.capacity) + ')' if size == self.capacity else size} "
+                             f"for {size} examples of capacity {self.capacity}, got {write_index!r}")
+        for name in ("observations", "legal_masks", "policies", "values"):
+            getattr(self, name)[:size] = state[name]
+        self.size, self.write_index = size, int(write_index)
 
 
 def value_targets(returns: np.ndarray, player: int) -> np.ndarray:

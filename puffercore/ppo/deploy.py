@@ -94,7 +94,7 @@ class Policy:
         yours; a checkpoint names it but never imports it. `seed`: of sampled actions."""
         from puffercore.ppo.train_and_evaluate import CHECKPOINT_KEYS
 
-        state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)
+        state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS, kind="a PPO checkpoint")
         network = saved_policy(state, policy, path)
         statistics = (state.get("normalize") or {}).get("observations")
         return cls(DeployedNetwork(network, statistics, saved_config(PPOConfig, state["config"], path).clip_obs), seed)

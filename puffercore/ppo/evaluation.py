@@ -22,7 +22,8 @@ checkpoint.pt, a whole checkpoint (`puffercore eval --checkpoint RUN/best.pt` pl
 with an `evaluation` record (mean return, update, step); a resumed run reads the score
 to beat from it. With `capture_video`, the first episode of each evaluation is recorded
 to `videos/update-NNNNNN.mp4` (one life of an Atari game, which ends the learner's
-episode) and logged to TensorBoard and W&B.
+episode) and logged to TensorBoard and W&B; a video that can't be written (a full disk)
+is said in one line and recording stops, while training goes on.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -41,7 +43,7 @@ from puffercore.ppo.parts import make_vector, transformed
 from puffercore.ppo.policy import restart_ended
 from puffercore.seeding import derive_seed
 from puffercore.transforms import Normalize
-from puffercore.video import VideoRecorder, rendering_env, require_encoder, rgb_frame
+from puffercore.video import VideoError, VideoRecorder, rendering_env, require_encoder, rgb_frame
 
 BEST_NAME = "best.pt"
 VIDEO_FOLDER = "videos"
@@ -205,15 +207,16 @@ class Evaluator:
             recorder = VideoRecorder(video)
 
             def before_step(vec, ended: int) -> None:
-                if ended == 0:
-                    recorder.capture(vec)
+                nonlocal video
+                if ended == 0 and video is not None and not self._recorded(lambda: recorder.capture(vec)):
+                    video = None
         episodes = self.config.eval_episodes
         try:
             played = play(trainer.policy, self.vec, episodes, self.act, seed=derive_seed(self.seed, trainer.update),
                           max_steps=episodes * STEPS_PER_EPISODE, before_step=before_step)
         finally:
-            if video is not None:
-                recorder.close()
+            if video is not None and not self._recorded(recorder.close):
+                video = None
         returns = np.asarray(played.returns, np.float64)
         metrics = {"eval/mean_return": float(returns.mean()), "eval/std_return": float(returns.std()),
                    "eval/mean_length": float(np.mean(played.lengths)),
@@ -227,6 +230,17 @@ class Evaluator:
             checkpoint.save(self.best_path, state)
             self.best_return = mean
         return EvalResult(trainer.update, trainer.global_step, played, metrics, best, video)
+
+    def _recorded(self, write: Callable[[], None]) -> bool:
+        """`write()` of a VideoRecorder; False for a video that could not be written (a
+        full disk): said in one line, and no later evaluation records; training goes on."""
+        try:
+            write()
+        except VideoError as error:
+            print(f"capture_video: {error}; recording stops, training goes on", file=sys.stderr, flush=True)
+            self.video_folder = None
+            return False
+        return True
 
     def close(self) -> None:
         self.vec.close()

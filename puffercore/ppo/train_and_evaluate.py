@@ -76,7 +76,8 @@ def train(config: PPOConfig | None = None, env: Any = None, resume: str | None =
     hooks = CallbackList([*callbacks, *([Until(until)] if until is not None else [])])
     saved = None
     if resume is not None:
-        saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS)
+        saved = checkpoint.load(os.path.join(resume, run.CHECKPOINT_NAME), required=CHECKPOINT_KEYS,
+                                kind="a PPO checkpoint")
         env = env_sources.resolve_saved(saved["env"], env, resume)
         policy = resolve_saved_policy(saved_policy_name(saved), policy, resume)
         config = resumed_config(dataclasses.asdict(saved_config(PPOConfig, saved["config"], resume)), config)
@@ -229,7 +230,8 @@ def summary(trainer: Trainer) -> str:
 
 def saved_env_spec(path: str) -> str | None:
     """The env a checkpoint (file or run directory) was trained on, as `env_sources.resolve` takes it."""
-    return checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)["env"]
+    state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS, kind="a PPO checkpoint")
+    return state["env"]
 
 
 @torch.no_grad()
@@ -260,7 +262,7 @@ def evaluate(path: str, episodes: int = 10, seed: int = 0, greedy: bool = True, 
     if video is not None and on_render is not None:
         raise ValueError("video and on_render each need the env's own render mode (rgb_array, ansi): give one")
     recorder = VideoRecorder(video) if video is not None else None  # a missing encoder fails before any work
-    state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS)
+    state = checkpoint.load(run.checkpoint_path(path), required=CHECKPOINT_KEYS, kind="a PPO checkpoint")
     config = saved_config(PPOConfig, state["config"], path)
     env = env_sources.resolve_saved(state["env"], env, path)
     if recorder is not None or on_render is not None:
