@@ -14,8 +14,9 @@ contiguous. (`num_envs` of the vector, as of any PufferEnv, counts independent
 sub-envs, which differs when a creator returns a multi-env PufferEnv.)
 
 Staggered batching: with `batch_size = N < num_envs = M` (N divides M), `recv` returns
-the rows of N envs (round-robin on serial; whichever finish first on threads and
-processes); `send` steps exactly the envs of the last `recv`.
+the rows of N envs (fixed blocks, round-robin, on serial and threads; whichever workers
+finish first on processes); `send` steps exactly the envs of the last `recv`. The `ale`
+backend (`vector/ale.py`) runs Atari games on ale-py's C++ vector env, all envs at once.
 
 The batch contract, the same on every backend: `recv()` returns a `Batch`, a tuple that
 unpacks as `(obs, rew, term, trunc, info, env_ids, masks)` and carries every item by
