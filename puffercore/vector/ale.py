@@ -85,8 +85,11 @@ class Ale(VectorEnv):
         from ale_py import ALEVectorInterface, roms
 
         game = env_id.removeprefix("ALE/").rsplit("-", 1)[0]
+        rom = roms.get_rom_path(re.sub(r"(?<!^)(?=[A-Z])", "_", game).lower())
+        if rom is None:
+            raise ValueError(f"game {game!r}: ale-py's vector env finds no ROM for it; use backend='processes'")
         self._ale = ALEVectorInterface(
-            rom_path=roms.get_rom_path(re.sub(r"(?<!^)(?=[A-Z])", "_", game).lower()), num_envs=num_envs,
+            rom_path=rom, num_envs=num_envs,
             num_threads=num_workers, autoreset_mode="SameStep", reward_clipping=False, episodic_life=False,
             life_loss_info=episodic_life, grayscale=True, maxpool=True, **ale_options)
         import gymnasium
