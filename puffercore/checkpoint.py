@@ -103,9 +103,9 @@ def load(path: str | os.PathLike, map_location: Any = "cpu", required: Iterable[
         raise CheckpointError(f"{path} is not a puffercore checkpoint (expected a dict, got {type(state).__name__})")
     missing = [key for key in required if key not in state]
     if missing:
-        kind = next((kind for key, kind in KINDS.items() if key in state), None)
+        other = next((other for key, other in KINDS.items() if key in state), None)
         raise CheckpointError(f"{path} is not {kind}: it lacks {missing}"
-                              + (f"; it is {kind[0]} checkpoint (`{kind[1]}` plays it)" if kind else ""))
+                              + (f"; it is {other[0]} checkpoint (`{other[1]}` plays it)" if other else ""))
     try:
         return _decode(state, "state")
     except NonFiniteError as error:

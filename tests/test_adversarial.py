@@ -208,6 +208,7 @@ def test_another_algorithm_a_truncated_file_or_none_is_one_line(tmp_path, ppo_ru
 
     other = ppo_run if command == "play" else alphazero_run
     line = one_line_error(capsys, arguments(other))
+    assert f"{run.checkpoint_path(other)} is not " + ("an AlphaZero" if command == "play" else "a PPO") in line
     assert "it is " + ("a PPO" if command == "play" else "an AlphaZero") + " run's checkpoint" in line
     assert ("`puffercore eval --checkpoint RUN`" if command == "play" else "`puffercore play GAME") in line
     truncated = tmp_path / "truncated"
