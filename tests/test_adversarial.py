@@ -118,6 +118,14 @@ def test_nan_weights_are_refused_at_load_naming_the_file_and_the_tensor(tmp_path
     assert path in line and "'encoder.0.weight'" in line
 
 
+@pytest.mark.parametrize("space", [None, {"type": "bogus"}, {"type": "Box", "low": [0.0], "high": [1.0],
+                                                             "shape": [10**6, 10**6], "dtype": "<f4"}])
+def test_unreadable_recorded_spaces_are_one_line(tmp_path, ppo_run, capsys, space):
+    run_dir = tampered(tmp_path, ppo_run, lambda state: state["policy"].update(observation_space=space))
+    line = one_line_error(capsys, PPO_COMMANDS["export"](run_dir))
+    assert f"{run_dir}: the spaces it records for its policy are not readable" in line
+
+
 def test_resuming_a_checkpoint_that_says_hidden_size_a_million_allocates_nothing(tmp_path, ppo_run):
     run_dir = tampered(tmp_path, ppo_run, lambda state: state["config"].update(hidden_size=10**6))
     with pytest.raises(ValueError, match=r"\[1000000, 4\] in the network"):

@@ -147,7 +147,7 @@ def saved_policy(state: dict[str, Any], policy: Any, where: str, vec=None) -> Ac
     if vec is not None:
         spaces = (vec.single_observation_space, vec.single_action_space, getattr(vec, "observation_tree", None))
     else:
-        spaces = saved_spaces(state)
+        spaces = saved_spaces(state, where)
         if spaces is None:
             raise ValueError(f"{where} records no spaces for its policy (written by an earlier puffercore); "
                              f"evaluate it with its env instead (ppo.evaluate)")
@@ -161,14 +161,18 @@ def saved_policy(state: dict[str, Any], policy: Any, where: str, vec=None) -> Ac
     return network
 
 
-def saved_spaces(state: dict[str, Any]) -> tuple | None:
+def saved_spaces(state: dict[str, Any], where: str) -> tuple | None:
     """(observation space, action space, observation tree) of the policy a checkpoint
-    `state` records; None for an earlier checkpoint that records none."""
+    `state` (read from `where`) records; None for an earlier checkpoint that records none."""
     record = state.get("policy") or {}
     if "observation_space" not in record:
         return None
-    tree = None if record["observation_tree"] is None else SpaceTree(space_from_data(record["observation_tree"]))
-    return space_from_data(record["observation_space"]), space_from_data(record["action_space"]), tree
+    try:
+        tree = None if record["observation_tree"] is None else SpaceTree(space_from_data(record["observation_tree"]))
+        return space_from_data(record["observation_space"]), space_from_data(record["action_space"]), tree
+    except (KeyError, TypeError, ValueError, AttributeError, MemoryError) as error:  # none of these in a file save wrote
+        raise ValueError(f"{where}: the spaces it records for its policy are not readable "
+                         f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no detail'})") from None
 
 
 def check_saved_sizes(state: dict[str, Any], source: PolicySource, config: PPOConfig, where: str,
@@ -177,7 +181,7 @@ def check_saved_sizes(state: dict[str, Any], source: PolicySource, config: PPOCo
     describes for `spaces` (default: the ones it records) before that policy is built
     (`checkpoint.check_weights`): a saved config saying hidden_size 10**6 is refused, not
     allocated. A policy of the user's takes no sizes from the config."""
-    spaces = spaces or saved_spaces(state)
+    spaces = spaces or saved_spaces(state, where)
     if source.factory is None and spaces is not None:
         checkpoint.check_weights(lambda: build_policy(source, *spaces, config), state["model"], where)
 
