@@ -69,7 +69,7 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
             print(json.dumps(file_form(dataclasses.asdict(config), ppo.PPOConfig, env=env, **named), indent=2))
             return
         if args.seeds:
-            from puffercore.sweep import seeds_summary, train_seeds
+            from puffercore.many_runs import seeds_summary, train_seeds
 
             results = train_seeds(config, env, args.seeds, args.jobs, policy=args.policy)
             print(seeds_summary(results))

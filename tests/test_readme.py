@@ -126,7 +126,7 @@ def _command_lines() -> list[str]:
     lines = []
     for block in _blocks(""):
         for line in block.splitlines():
-            line = line.split("  #")[0].strip()
+            line = line.split("  #")[0].split(" > ")[0].strip()  # a comment, a redirection: the shell's
             if line.startswith(("puffercore ", "python bench/")) or " -m puffercore " in line:
                 lines.append(line)
     return lines

@@ -14,7 +14,8 @@ import pytest
 from puffercore import checkpoint, run
 from puffercore.__main__ import main
 from puffercore.config_files import puffercore_version
-from puffercore.sweep import Interrupted, Parameter, Study, _objective, search_space
+from puffercore.many_runs import Interrupted
+from puffercore.sweep import Parameter, Study, _objective, search_space
 
 # CartPole's preset, cut short: 40 updates of 256 envs x 4 steps on one torch thread
 SHORT = {"total_timesteps": 40_960, "num_envs": 256, "horizon": 4, "minibatch_size": 1024, "update_epochs": 2,
