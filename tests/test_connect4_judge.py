@@ -23,9 +23,9 @@ def test_help_works_and_a_missing_solver_is_one_line(tmp_path):
     names the extra to install in one line."""
     block = "import sys; sys.modules['bitbully'] = sys.modules['pyspiel'] = None; from puffercore.__main__ import main; "
     for command in (["judge", "--help"], ["judge", "connect4", "--help"], ["strength", "--help"]):
-        done = subprocess.run([sys.executable, "-c", block + f"main({command!r})"], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-P", "-c", block + f"main({command!r})"], capture_output=True, text=True)
         assert done.returncode == 0 and "usage: puffercore" in done.stdout, done.stderr
-    done = subprocess.run([sys.executable, "-c", block + "main(['judge', 'connect4', 'solver', '--cache', ''])"],
+    done = subprocess.run([sys.executable, "-P", "-c", block + "main(['judge', 'connect4', 'solver', '--cache', ''])"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [

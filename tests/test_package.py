@@ -71,7 +71,7 @@ def test_every_public_name_resolves_and_star_imports_work():
             "    assert set(module.__all__) <= set(namespace), name\n"
             "print('ok')\n")
     packages = [name for name in PUBLIC_PACKAGES if name != "puffercore.numba_env" or _has("numba")]
-    done = subprocess.run([sys.executable, "-c", code, *packages], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-P", "-c", code, *packages], capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stderr[-3000:]
     assert "env_sources" in puffercore.__all__ and "envs" not in puffercore.__all__
     with pytest.raises(AttributeError, match="has no attribute 'envs'"):
@@ -98,7 +98,7 @@ def test_renamed_names_warn_once_and_give_the_new_objects():
             "            inference.PRECISIONS is PRECISIONS]\n"
             "print(same, sorted(str(w.message).split(' is renamed')[0] for w in caught\n"
             "                   if w.category is DeprecationWarning))\n")
-    output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    output = subprocess.run([sys.executable, "-P", "-c", code], check=True, capture_output=True, text=True).stdout
     assert output.strip() == ("[True, True, True, True, True] ['puffercore.inference.InferenceCopy', "
                               "'puffercore.inference.PRECISIONS', 'puffercore.ocean.Azul', 'puffercore.ocean.Connect4']")
     from puffercore import games, ocean
