@@ -170,6 +170,19 @@ def test_self_play_threads_store_the_games_a_sequential_run_plays_in_game_order(
         np.testing.assert_array_equal(getattr(threaded.replay, name)[:count], getattr(sequential.replay, name)[:count])
 
 
+def test_training_takes_its_torch_threads_back_from_self_play_threads():
+    """Self-play's pool threads set torch's process-wide thread count to one; training
+    must run on torch_threads again, not on what self-play left."""
+    trainer = Trainer(tiny_config(self_play_threads=2, torch_threads=2))
+    trainer.self_play()
+    assert torch.get_num_threads() == 1  # what self-play leaves behind
+    seen = []
+    step = trainer.train_step
+    trainer.train_step = lambda batch: (seen.append(torch.get_num_threads()), step(batch))[1]
+    trainer.train()
+    assert seen == [2] * trainer.config.train_steps
+
+
 def test_carried_games_keep_the_slots_full_and_finish_later():
     """With carry_games every slot plays until the iteration's quota has ended; the games
     still under way go on in the next iteration, and no game is lost or played twice."""

@@ -83,7 +83,7 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
     def play_share(k: int) -> list[tuple]:
         if threads > 1:
             # The threads share the cores: intra-op threads would fight them. The
-            # setting is per thread (OpenMP), so each pool thread makes its own.
+            # setting is the process's, not the thread's: training sets its own again.
             torch.set_num_threads(1)
         # A cache per thread: which thread evaluates a position first must not change results.
         cached = CachedEvaluator(evaluate, config.evaluation_cache) if config.evaluation_cache else evaluate

@@ -156,6 +156,8 @@ class Trainer:
         """This iteration's gradient steps; their mean losses. NonFiniteError when a loss
         was NaN or inf (the network is then spoiled: nothing more is saved)."""
         rate = self.learning_rate()
+        # Self-play's threads set torch's (process-wide) thread count to one each.
+        torch.set_num_threads(self.config.torch_threads)
         for group in self.optimizer.param_groups:
             group["lr"] = rate
         symmetries = self.game.symmetries if self.config.augment_symmetries else ()
