@@ -9,13 +9,17 @@ its cores and the card:
 3. Breakout: env steps/s on the processes backend (AtariEnv) and the ale backend
    (ale-py's C++ vector env), random actions; and end to end on the ale backend;
 4. the threads engine, sync against staggered (batch = half the envs), CartPole at
-   16384 envs, by worker count (1, 2, 4, 8, 16 where the cores exist).
+   16384 envs, by worker count (1, 2, 4, 8, 16 where the cores exist);
+5. collection on cuda, steps/s: the device rollout (`puffercore.ppo.device_rollout`,
+   graphed forward and sampling, pinned staging) against the host path
+   (`--train.inference torch`), rollouts only, no update.
 
     python bench/bench_gpu.py                    # everything this machine can run
     python bench/bench_gpu.py --quick            # short runs (a CPU-only check of the script)
     python bench/bench_gpu.py --json out.json    # the numbers, for the README's rows
 
-Without a CUDA device the cuda columns and the update table say they were skipped.
+Without a CUDA device the cuda columns and the update and collection tables say they
+were skipped.
 Timings on a machine shared with other work are not comparable run to run.
 """
 
@@ -176,17 +180,52 @@ def table_staggered(seconds: float, num_envs: int) -> dict:
     return results
 
 
+def collection_presets() -> dict[str, tuple[str, dict]]:
+    """Table 5's runs: cartpole at 4096 envs on every core, and the snake preset."""
+    cartpole = dict(num_envs=4096, num_workers=CORES, backend="threads", horizon=32, minibatch_size=32768)
+    return {"cartpole 4096": ("cartpole", cartpole), "snake": ("snake", {})}
+
+
+def collection_rate(env: str, overrides: dict, inference: str, seconds: float) -> float:
+    """Steps/s of `Trainer.collect` alone on cuda, after one rollout (where the device path captures)."""
+    config = PPOConfig.for_env(env, **overrides, device="cuda", inference=inference, quiet=True, tensorboard=False,
+                               checkpoint_interval=0)
+    trainer = ppo.Trainer(env, config)
+    try:
+        trainer.reset_envs()
+        trainer.collect()
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            trainer.collect()
+            steps += trainer.rows * config.horizon
+        torch.cuda.synchronize()
+        return steps / (time.perf_counter() - start)
+    finally:
+        trainer.close()
+
+
+def table_collection(seconds: float) -> dict:
+    print("\n5. collection on cuda, k steps/s (rollouts only): device rollout against the host path")
+    print(f"   {'preset':<14}{'host':>10}{'device':>10}{'ratio':>8}")
+    results = {}
+    for name, (env, overrides) in collection_presets().items():
+        host, device = (collection_rate(env, overrides, inference, seconds) for inference in ("torch", "auto"))
+        results[name] = {"host": host, "device": device}
+        print(f"   {name:<14}{host / 1e3:>10.1f}{device / 1e3:>10.1f}{device / host:>7.2f}x", flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs: check the script, not the speed")
     parser.add_argument("--json", help="write the numbers to this file")
-    parser.add_argument("--tables", default="1,2,3,4", help="which tables to run (comma-separated numbers)")
+    parser.add_argument("--tables", default="1,2,3,4,5", help="which tables to run (comma-separated numbers)")
     args = parser.parse_args()
     tables = {int(table) for table in args.tables.split(",")}
     cuda = torch.cuda.is_available()
     machine = info.machine()
     print(f"bench_gpu on {info.machine_label(machine)}; torch {torch.__version__}"
-          + ("" if cuda else "; no CUDA device: the cuda columns and the update table are skipped"))
+          + ("" if cuda else "; no CUDA device: the cuda columns and the update and collection tables are skipped"))
     devices = ["cpu", "cuda"] if cuda else ["cpu"]
     seconds = 0.3 if args.quick else 1.0
     results: dict = {"machine": machine, "quick": args.quick}
@@ -201,6 +240,11 @@ def main() -> None:
         results["breakout"] = table_breakout(devices, args.quick, seconds)
     if 4 in tables:
         results["staggered"] = table_staggered(seconds, 4096 if args.quick else 16384)
+    if 5 in tables:
+        if cuda:
+            results["collection"] = table_collection(seconds)
+        else:
+            print("\n5. collection on cuda: skipped (no CUDA device)")
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out, indent=1)

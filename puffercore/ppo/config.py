@@ -79,7 +79,9 @@ class PPOConfig:
                             "autograd (always torch autograd)", ("auto", "autograd"))
     inference: str = option("auto", "train", "collection's policy forward and action sampling: auto (in C for the "
                              "default MLP policy with separate actor and critic, one Discrete or Box action, float32 on "
-                             "the CPU: puffercore.ppo.native_mlp) or torch (always the policy's torch forward)",
+                             "the CPU: puffercore.ppo.native_mlp; on CUDA the rollout on the device and the forward a CUDA "
+                             "graph: puffercore.ppo.device_rollout) or torch (always the policy's torch forward, the "
+                             "rollout written from the host)",
                              ("auto", "torch"))
     precision: str = option("float32", "train", "the update's forward and backward: float32, bfloat16 (autocast: "
                              "matmuls and convolutions in bf16, the loss and the weights in float32), or auto (bfloat16 "

@@ -14,7 +14,9 @@ The paths (puffercore.ppo.update's table says what each runs):
 - optimizer: `native` (FlatAdam's clipped step in one C call), `fused` (torch's fused
   Adam kernel) or `plain` (torch.optim.Adam's step, where this torch has no fused
   kernel for the device);
-- collection: `native` (the policy's forward and sampling in C: ppo.native_mlp) or `torch`.
+- collection: `native` (the policy's forward and sampling in C: ppo.native_mlp), `device`
+  (on CUDA: the rollout stays on the device, the forward and sampling are a CUDA graph:
+  ppo.device_rollout) or `torch` (the policy's forward, the rollout written from the host).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class UpdatePlan:
         return cls(gradients=gradients_choice(config, device, precision, coverage),
                    precision=precision,
                    optimizer=optimizer_choice(count, device, first.dtype),
-                   collection=collection_choice(config, device, coverage))
+                   collection=collection_choice(config, device, coverage, is_recurrent(policy)))
 
     @property
     def native_gradients(self) -> bool:
@@ -153,9 +155,21 @@ def fused_adam_supported(device: torch.device | str) -> bool:
     return kind == "cuda" or (kind == "cpu" and TORCH_VERSION >= (2, 4))
 
 
-def collection_choice(config, device: torch.device, coverage: str | None) -> Choice:
+def is_recurrent(policy: torch.nn.Module) -> bool:
+    """Whether `policy` carries a recurrent state (an ActorCritic whose initial state is not None)."""
+    initial_state = getattr(policy, "initial_state", None)
+    return initial_state is not None and initial_state(1, "cpu") is not None
+
+
+def collection_choice(config, device: torch.device, coverage: str | None, recurrent: bool = False) -> Choice:
     if config.inference == "torch":
         return Choice("torch", "inference=torch")
+    if device.type == "cuda":
+        if recurrent:
+            return Choice("torch", f"device {device}; a recurrent policy's state goes row by row (the device "
+                                   f"rollout takes feed-forward policies)")
+        return Choice("device", f"device {device}: the rollout on it, observations in through pinned memory, "
+                                f"the forward and sampling one CUDA graph")
     if device.type != "cpu":
         return Choice("torch", f"device {device} (the native forward runs on the CPU)")
     if coverage is not None:

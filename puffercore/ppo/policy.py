@@ -111,16 +111,43 @@ class ActionHead:
         # Stored per step in rollouts: one int per categorical dimension, or the Box vector.
         self.action_shape = () if isinstance(action_space, spaces.Discrete) else (len(self.nvec or action_space.low),)
         self.action_dtype = torch.float32 if self.is_continuous else torch.int64
+        self._constants: dict[torch.device, dict[str, torch.Tensor]] = {}
 
     def sample(self, params: torch.Tensor, log_std: torch.Tensor | None, generator: torch.Generator):
+        noise = self.noise(params.shape[0], params.device)
+        self.draw(noise, generator)
+        return self.sample_with(params, log_std, noise)
+
+    def noise(self, batch: int, device) -> list[torch.Tensor]:
+        """Buffers for the random numbers a sample of `batch` rows takes (`draw` fills
+        them): the Gaussian's normals, or a block of Exp(1) draws per categorical
+        dimension. Apart from `sample_with` so that a CUDA graph replays the sampling on
+        noise drawn outside it (ppo.device_rollout)."""
         if self.is_continuous:
-            noise = torch.randn(params.shape, generator=generator, device=params.device)
-            actions = params + log_std.exp() * noise
+            return [torch.empty(batch, self.size, device=device)]
+        return [torch.empty(batch, n, device=device) for n in self.nvec]
+
+    def draw(self, noise: list[torch.Tensor], generator: torch.Generator) -> None:
+        """`noise` filled in place from `generator`, as torch.randn would, or as
+        torch.multinomial's one-sample path does (an Exp(1) draw per probability): the
+        same numbers from the same generator state."""
+        for block in noise:
+            if self.is_continuous:
+                block.normal_(generator=generator)
+            else:
+                block.exponential_(generator=generator)
+
+    def sample_with(self, params: torch.Tensor, log_std: torch.Tensor | None, noise: list[torch.Tensor]):
+        """(actions, log_prob) from `noise` (`draw`): the Gaussian's mean plus std times
+        the normals; per categorical dimension argmax(p / q) over Exp(1) draws q, which
+        is a sample of p (torch.multinomial's own one-sample algorithm)."""
+        if self.is_continuous:
+            actions = params + log_std.exp() * noise[0]
             return actions, self.evaluate(params, log_std, actions)[0]
         indices, log_prob = [], []
-        for logits in params.split(self.nvec, dim=-1):
+        for logits, exponentials in zip(params.split(self.nvec, dim=-1), noise):
             log_probs = torch.log_softmax(logits, dim=-1)
-            index = torch.multinomial(log_probs.exp(), 1, generator=generator)
+            index = (log_probs.exp() / exponentials).argmax(-1, keepdim=True)
             indices.append(index.squeeze(-1))
             log_prob.append(log_probs.gather(-1, index).squeeze(-1))
         return self._actions(indices, params.device), _total(log_prob)
@@ -133,8 +160,18 @@ class ActionHead:
         return self._actions([logits.argmax(-1) for logits in params.split(self.nvec, dim=-1)], params.device)
 
     def _actions(self, indices: list[torch.Tensor], device) -> torch.Tensor:
-        actions = torch.stack(indices, dim=-1) + self.start.to(device)
+        actions = torch.stack(indices, dim=-1) + self._on(device)["start"]
         return actions if self.action_shape else actions.squeeze(-1)
+
+    def _on(self, device) -> dict[str, torch.Tensor]:
+        """The head's constants (Discrete starts, Box bounds) on `device`, copied once: a
+        copy from pageable host memory inside a step is a sync, which CUDA graph capture
+        refuses."""
+        device = torch.device(device)
+        if device not in self._constants:
+            names = ("low", "high") if self.is_continuous else ("start",)
+            self._constants[device] = {name: getattr(self, name).to(device) for name in names}
+        return self._constants[device]
 
     def evaluate(self, params: torch.Tensor, log_std: torch.Tensor | None, actions: torch.Tensor):
         """(log_prob, entropy) of `actions` under `params`, each [batch]."""
@@ -159,10 +196,15 @@ class ActionHead:
             if self.is_continuous:
                 return np.maximum(np.minimum(actions, self.high.numpy()), self.low.numpy())
             return actions.astype(np.int32)
+        return self.env_tensor(actions).cpu().numpy()
+
+    def env_tensor(self, actions: torch.Tensor) -> torch.Tensor:
+        """The env's actions as a tensor where `actions` are: Box actions clipped to the
+        space, categorical ones as int32."""
         if self.is_continuous:
-            actions = torch.maximum(torch.minimum(actions, self.high.to(actions.device)), self.low.to(actions.device))
-            return actions.cpu().numpy()
-        return actions.to(torch.int32).cpu().numpy()
+            bounds = self._on(actions.device)
+            return torch.maximum(torch.minimum(actions, bounds["high"]), bounds["low"])
+        return actions.to(torch.int32)
 
 
 def _total(terms: list[torch.Tensor]) -> torch.Tensor:

@@ -26,6 +26,7 @@ from puffercore import advantage, checkpoint, env_sources, run
 from puffercore.distributed import Group
 from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.ppo.config import PPOConfig
+from puffercore.ppo.device_rollout import DeviceCollection
 from puffercore.ppo.episodes import EpisodeStats
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.mlp_gradients import MLPGradients
@@ -90,6 +91,10 @@ class Trainer:
 
         self.rows, horizon = vec.num_agents, config.horizon
         self.rollout = RolloutBuffer(self.rows, horizon, vec.single_observation_space, self.policy, self.device)
+        self.device_collection = None  # the rollout kept on the GPU (ppo.device_rollout), where the plan says so
+        if self.plan.collection.name == "device":
+            self.device_collection = DeviceCollection(self.policy, self.rollout, self.action_rng,
+                                                      None if self.popart is None else self._values)
         self.transitions_per_update = self.rows * horizon * self.group.world_size  # all ranks' steps
         self.num_updates = -(-config.total_timesteps // self.transitions_per_update)  # at least total_timesteps
         if config.minibatch_size > self.rows * horizon:
@@ -159,6 +164,8 @@ class Trainer:
         if not finite.all():
             rows = np.arange(self.rows)[batch.rows][~finite]
             raise self._non_finite(f"the env returned reward {rewards[~finite][0]} at env rows {rows.tolist()}")
+        if self.device_collection is not None:
+            return self.device_collection.step(batch)
         slots = self.rollout.batch_slots(batch.rows)
 
         state = None
@@ -203,10 +210,12 @@ class Trainer:
     # ---- learning -----------------------------------------------------------------------
     def compute_advantages(self) -> None:
         rollout, config = self.rollout, self.config
-        rewards = rollout["reward"] * rollout["mask"][:, :config.horizon]  # padding rows earn nothing
+        out = {} if self.device_collection is None else self.device_collection.gae_outputs()
+        # Padding rows earn nothing.
+        rewards = torch.mul(rollout["reward"], rollout["mask"][:, :config.horizon], out=out.get("rewards"))
         rollout["advantage"], rollout["return"] = advantage.compute(
             rollout["value"], rewards, rollout["terminal"], rollout["truncation"], rollout["final_value"],
-            gamma=config.gamma, lam=config.gae_lambda,
+            gamma=config.gamma, lam=config.gae_lambda, advantages=out.get("advantages"), returns=out.get("returns"),
         )
 
     def _values(self, critic_output: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
