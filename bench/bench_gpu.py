@@ -9,7 +9,9 @@ its cores and the card:
 3. Breakout: env steps/s on the processes backend (AtariEnv) and the ale backend
    (ale-py's C++ vector env), random actions; and end to end on the ale backend;
 4. the threads engine, sync against staggered (batch = half the envs), CartPole at
-   16384 envs, by worker count (1, 2, 4, 8, 16 where the cores exist).
+   16384 envs, by worker count (1, 2, 4, 8, 16 where the cores exist);
+5. AlphaZero Connect4 self-play, positions searched per minute: the preset on the CPU
+   against `--device cuda` (its cuda settings), and their ratio.
 
     python bench/bench_gpu.py                    # everything this machine can run
     python bench/bench_gpu.py --quick            # short runs (a CPU-only check of the script)
@@ -35,14 +37,17 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_update import PRESETS as UPDATE_PRESETS  # noqa: E402
+from bench_alphazero_selfplay import positions_per_minute  # noqa: E402
 from compare_throughput import staggered_rate, sync_rate  # noqa: E402
 
 import puffercore.vector  # noqa: E402
 from puffercore import env_sources, info, ppo  # noqa: E402
+from puffercore.alphazero.config import AlphaZeroConfig  # noqa: E402
 from puffercore.ocean import CartPole  # noqa: E402
 from puffercore.ppo import PPOConfig  # noqa: E402
 from puffercore.ppo.graphed import GraphedStep  # noqa: E402
 from puffercore.ppo.parts import make_optimizer, make_policy  # noqa: E402
+from puffercore.precision import resolve_precision  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -176,11 +181,30 @@ def table_staggered(seconds: float, num_envs: int) -> dict:
     return results
 
 
+def table_alphazero(devices: list[str], quick: bool) -> dict:
+    print("\n5. AlphaZero Connect4 self-play, positions searched per minute (one timed iteration after an untimed one)")
+    threads = torch.get_num_threads()  # the trainer sets its own
+    results = {}
+    for device in devices:
+        short = dict(games_per_iteration=8, parallel_games=8, simulations=8) if quick else {}
+        config = AlphaZeroConfig.for_game("connect4", device=device, **short)
+        results[device] = positions_per_minute(config, None, iterations=1)
+        print(f"   {device:<5}{results[device] / 1e3:>9.1f} k   {config.self_play_threads} self-play threads x "
+              f"{config.parallel_games // config.self_play_threads} games, {config.games_per_iteration} games, "
+              f"{config.simulations} simulations, evaluation cache {config.evaluation_cache}, inference "
+              f"{resolve_precision(config.inference_precision, device, convolutional=True)}", flush=True)
+    if "cuda" in results:
+        results["ratio"] = results["cuda"] / results["cpu"]
+        print(f"   cuda / cpu: {results['ratio']:.2f}x (the issue's bar: 3x)")
+    torch.set_num_threads(threads)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs: check the script, not the speed")
     parser.add_argument("--json", help="write the numbers to this file")
-    parser.add_argument("--tables", default="1,2,3,4", help="which tables to run (comma-separated numbers)")
+    parser.add_argument("--tables", default="1,2,3,4,5", help="which tables to run (comma-separated numbers)")
     args = parser.parse_args()
     tables = {int(table) for table in args.tables.split(",")}
     cuda = torch.cuda.is_available()
@@ -201,6 +225,8 @@ def main() -> None:
         results["breakout"] = table_breakout(devices, args.quick, seconds)
     if 4 in tables:
         results["staggered"] = table_staggered(seconds, 4096 if args.quick else 16384)
+    if 5 in tables:
+        results["alphazero"] = table_alphazero(devices, args.quick)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out, indent=1)
