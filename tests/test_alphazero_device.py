@@ -213,7 +213,7 @@ def test_a_checkpoint_of_a_cuda_run_loads_and_resumes_on_a_cpu_only_machine(tmp_
 
 @pytest.mark.gpu
 @pytest.mark.skipif(NO_CUDA, reason="needs a CUDA device")
-@pytest.mark.parametrize("precision, tolerance", [("float32", 5e-3), ("auto", 3e-2)])
+@pytest.mark.parametrize("precision, tolerance", [("float32", 5e-3), ("auto", 5e-2)])  # auto: bfloat16
 def test_cuda_evaluations_match_the_cpus(precision, tolerance):
     config = AlphaZeroConfig.for_game("connect4")
     network = trained_network(config)
