@@ -13,6 +13,8 @@ its cores and the card:
 5. collection on cuda, steps/s: the device rollout (`puffercore.ppo.device_rollout`,
    graphed forward and sampling, pinned staging) against the host path
    (`--train.inference torch`), rollouts only, no update.
+6. AlphaZero Connect4 self-play, positions searched per minute: the preset on the CPU
+   against `--device cuda` (its cuda settings), and their ratio.
 
     python bench/bench_gpu.py                    # everything this machine can run
     python bench/bench_gpu.py --quick            # short runs (a CPU-only check of the script)
@@ -39,14 +41,17 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_update import PRESETS as UPDATE_PRESETS  # noqa: E402
+from bench_alphazero_selfplay import positions_per_minute  # noqa: E402
 from compare_throughput import staggered_rate, sync_rate  # noqa: E402
 
 import puffercore.vector  # noqa: E402
 from puffercore import env_sources, info, ppo  # noqa: E402
+from puffercore.alphazero.config import AlphaZeroConfig  # noqa: E402
 from puffercore.ocean import CartPole  # noqa: E402
 from puffercore.ppo import PPOConfig  # noqa: E402
 from puffercore.ppo.graphed import GraphedStep  # noqa: E402
 from puffercore.ppo.parts import make_optimizer, make_policy  # noqa: E402
+from puffercore.precision import resolve_precision  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -212,6 +217,22 @@ def table_collection(seconds: float) -> dict:
         host, device = (collection_rate(env, overrides, inference, seconds) for inference in ("torch", "auto"))
         results[name] = {"host": host, "device": device}
         print(f"   {name:<14}{host / 1e3:>10.1f}{device / 1e3:>10.1f}{device / host:>7.2f}x", flush=True)
+def table_alphazero(devices: list[str], quick: bool) -> dict:
+    print("\n6. AlphaZero Connect4 self-play, positions searched per minute (one timed iteration after an untimed one)")
+    threads = torch.get_num_threads()  # the trainer sets its own
+    results = {}
+    for device in devices:
+        short = dict(games_per_iteration=8, parallel_games=8, simulations=8) if quick else {}
+        config = AlphaZeroConfig.for_game("connect4", device=device, **short)
+        results[device] = positions_per_minute(config, None, iterations=1)
+        print(f"   {device:<5}{results[device] / 1e3:>9.1f} k   {config.self_play_threads} self-play threads x "
+              f"{config.parallel_games // config.self_play_threads} games, {config.games_per_iteration} games, "
+              f"{config.simulations} simulations, evaluation cache {config.evaluation_cache}, inference "
+              f"{resolve_precision(config.inference_precision, device, convolutional=True)}", flush=True)
+    if "cuda" in results:
+        results["ratio"] = results["cuda"] / results["cpu"]
+        print(f"   cuda / cpu: {results['ratio']:.2f}x (the issue's bar: 3x)")
+    torch.set_num_threads(threads)
     return results
 
 
@@ -219,7 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs: check the script, not the speed")
     parser.add_argument("--json", help="write the numbers to this file")
-    parser.add_argument("--tables", default="1,2,3,4,5", help="which tables to run (comma-separated numbers)")
+    parser.add_argument("--tables", default="1,2,3,4,5,6", help="which tables to run (comma-separated numbers)")
     args = parser.parse_args()
     tables = {int(table) for table in args.tables.split(",")}
     cuda = torch.cuda.is_available()
@@ -245,6 +266,8 @@ def main() -> None:
             results["collection"] = table_collection(seconds)
         else:
             print("\n5. collection on cuda: skipped (no CUDA device)")
+    if 6 in tables:
+        results["alphazero"] = table_alphazero(devices, args.quick)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out, indent=1)

@@ -224,10 +224,10 @@ def native_paths() -> dict:
 def preset_choices() -> dict:
     """What the presets decide from this CPU: the PPO presets' precision "auto" (Snake,
     Atari), and each AlphaZero preset's inference and training precision with its
-    threads."""
+    threads, and what they are with --device cuda."""
     import torch
 
-    from puffercore.alphazero.config import PRESETS as GAME_PRESETS, AlphaZeroConfig
+    from puffercore.alphazero.config import PRESETS as GAME_PRESETS, AlphaZeroConfig, cuda_settings
     from puffercore.alphazero.network import build_network
     from puffercore.ppo.config import ATARI_PRESET, PRESETS
     from puffercore.ppo.plan import precision_choice
@@ -244,9 +244,14 @@ def preset_choices() -> dict:
         convolutional = build_network(config).convolutional
         inference = resolve_precision(config.inference_precision, convolutional=convolutional)
         train = resolve_precision(config.train_precision, convolutional=True)  # bf16 for MLPs too (its trainer)
+        on_cuda = {"inference_precision": resolve_precision(config.inference_precision, "cuda", convolutional=convolutional),
+                   "train_precision": resolve_precision(config.train_precision, "cuda", convolutional=True)}
         alphazero[game] = {"inference_precision": str(inference).removeprefix("torch."),
                            "train_precision": str(train).removeprefix("torch."),
-                           "self_play_threads": config.self_play_threads, "torch_threads": config.torch_threads}
+                           "self_play_threads": config.self_play_threads, "torch_threads": config.torch_threads,
+                           "cuda": {**{name: str(dtype).removeprefix("torch.") for name, dtype in on_cuda.items()},
+                                    "self_play_threads": cuda_settings(game).get("self_play_threads",
+                                                                                 config.self_play_threads)}}
     return {"ppo": ppo, "alphazero": alphazero}
 
 
@@ -284,5 +289,6 @@ def format_report(report: dict) -> str:
     for game, choice in presets["alphazero"].items():
         lines.append(f"  {'AlphaZero ' + game:<21}inference {choice['inference_precision']}, train "
                      f"{choice['train_precision']}; threads: self-play {choice['self_play_threads']}, torch "
-                     f"{choice['torch_threads']}")
+                     f"{choice['torch_threads']}; --device cuda: inference {choice['cuda']['inference_precision']}, "
+                     f"train {choice['cuda']['train_precision']}, self-play threads {choice['cuda']['self_play_threads']}")
     return "\n".join(lines)

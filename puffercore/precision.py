@@ -6,7 +6,9 @@
 "auto" is bfloat16 for convolutional networks on CPUs with native bf16 arithmetic (AMX
 or AVX512-BF16, where oneDNN runs bf16 convolutions several times faster than float32)
 and float32 elsewhere: an MLP's small matmuls pay more for the casts than they gain
-(`bench/bench_inference.py`). "float32" and "bfloat16" force one. bf16 keeps 8 bits of
+(`bench/bench_inference.py`). On a CUDA device "auto" is bfloat16 for every network:
+tensor cores take it, and the casts are a kernel each, not a CPU's conversion pass.
+"float32" and "bfloat16" force one. bf16 keeps 8 bits of
 mantissa: policies and values move by about 1e-3 (`bench/bench_inference.py` prints the
 error).
 """
@@ -31,11 +33,13 @@ def native_bf16() -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device | str = "cpu", *, convolutional: bool) -> torch.dtype:
-    """The dtype of `precision` ("auto": bf16 where the CPU computes it natively, for
-    convolutional networks only; see the module docstring)."""
+    """The dtype of `precision` ("auto": bf16 on a CUDA device, and where the CPU
+    computes it natively for convolutional networks; see the module docstring)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision == "auto":
+        if torch.device(device).type == "cuda":
+            return torch.bfloat16
         native = torch.device(device).type == "cpu" and native_bf16()
         return torch.bfloat16 if native and convolutional else torch.float32
     return torch.bfloat16 if precision == "bfloat16" else torch.float32

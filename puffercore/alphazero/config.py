@@ -6,6 +6,7 @@ the presets of the games it learns.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from puffercore.flags import check_fields, field_docs, option
@@ -14,6 +15,7 @@ from puffercore.precision import PRECISIONS
 from puffercore.seeding import check_seed
 
 GAMES = {"azul": Azul, "connect4": Connect4, "tictactoe": TicTacToe}
+DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 
 
 @dataclass
@@ -32,12 +34,15 @@ class AlphaZeroConfig:
                                                          "iteration (0: none)")
     inference_precision: str = option("auto", "self_play", "self-play and evaluation network precision: auto (bfloat16 for "
                                                            "convolutional networks where the CPU computes it natively, else "
-                                                           "float32), float32 or bfloat16")
+                                                           "float32; bfloat16 on cuda), float32 or bfloat16")
     inference_trace: bool = option(True, "self_play", "run self-play's and evaluation's network as a frozen TorchScript trace "
-                                                      "(false: eager PyTorch; an untraceable network stays eager anyway)")
+                                                      "(false: eager PyTorch; an untraceable network stays eager anyway; on cuda: "
+                                                      "CUDA graphs instead)")
     train_precision: str = option("auto", "train", "training's forward and backward: auto (bf16 mixed precision where the CPU "
-                                                   "computes it natively, else float32), float32 or bfloat16")
+                                                   "computes it natively or on cuda, else float32), float32 or bfloat16")
     torch_threads: int = option(2, "run", "torch intra-op threads for training (self-play threads use one each)")
+    device: str = option("cpu", "run", "where the network trains and self-play's evaluations run: cpu, cuda or cuda:N "
+                                       "(cuda: batched on the GPU, with the preset's cuda_settings sizes)")
     self_play_threads: int = option(2, "run", "threads playing self-play games at once, each with its own batched search")
     # network
     channels: int = option(64, "network", "width of the residual tower")
@@ -105,10 +110,12 @@ class AlphaZeroConfig:
 
     @classmethod
     def for_game(cls, game: str, **overrides) -> "AlphaZeroConfig":
-        """The game's preset with `overrides` applied."""
+        """The game's preset with `overrides` applied; with a cuda `device`, the game's
+        `cuda_settings` between the two."""
         if game not in PRESETS:
             raise ValueError(f"game must be one of {sorted(PRESETS)}, got {game!r}")
-        config = cls(game=game, **{**PRESETS[game], **overrides})
+        on_cuda = str(overrides.get("device", "cpu")).partition(":")[0] == "cuda"
+        config = cls(game=game, **{**PRESETS[game], **(cuda_settings(game) if on_cuda else {}), **overrides})
         config.validate()
         return config
 
@@ -118,6 +125,8 @@ class AlphaZeroConfig:
         if self.game not in GAMES:
             raise ValueError(f"game must be one of {sorted(GAMES)}, got {self.game!r}")
         check_seed(self.seed)
+        if not DEVICE.fullmatch(self.device):  # whether this machine has it: the trainer checks
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         positive = ("num_players", "iterations", "torch_threads", "self_play_threads", "channels", "games_per_iteration",
                     "parallel_games", "simulations", "fast_simulations", "gumbel_considered", "replay_capacity",
                     "train_steps", "eval_games", "eval_simulations", "baseline_simulations", "checkpoint_interval")
@@ -197,3 +206,29 @@ PRESETS = {
                  minutes=60, eval_interval=100, eval_games=24, eval_simulations=1600, baseline_simulations=200,
                  checkpoint_interval=10),
 }
+
+
+# How many times the CPU preset's self-play threads, games and training steps per
+# iteration a game's cuda settings take (`cuda_settings`).
+CUDA_SCALE = {"connect4": 4}
+
+
+def cuda_settings(game: str) -> dict:
+    """What `device` cuda changes in a game's preset (flags and config files override it).
+
+    On a GPU a forward of a few hundred leaves costs about what one of a few dozen does
+    (kernel launches, not arithmetic), and the tree search stays on the CPU's cores: so
+    more threads search at once, each with a batch as large as on the CPU, and the
+    evaluation cache, whose per-leaf Python lookups hold the GIL that those threads
+    share, is off. Games and gradient steps per iteration grow by the same factor, so
+    every example is still trained on as often, and evaluation comes after as many games."""
+    if game not in CUDA_SCALE:
+        return {}
+    preset, scale = PRESETS[game], CUDA_SCALE[game]
+
+    def scaled(name: str) -> int:
+        return scale * preset.get(name, getattr(AlphaZeroConfig, name))
+
+    return dict(self_play_threads=scaled("self_play_threads"), games_per_iteration=scaled("games_per_iteration"),
+                parallel_games=scaled("parallel_games"), train_steps=scaled("train_steps"), evaluation_cache=0,
+                eval_interval=max(1, preset.get("eval_interval", AlphaZeroConfig.eval_interval) // scale))

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from puffercore.alphazero.config import GAMES, AlphaZeroConfig
+from puffercore.alphazero.device import DeviceEvaluator
 from puffercore.checks import check_int
 from puffercore.frozen_copy import FrozenCopy
 
@@ -52,6 +53,7 @@ class PolicyValueNet(nn.Module):
             check_int(value, name, 1)
         check_int(blocks, "blocks", 0)
         self.observation_shape = tuple(int(size) for size in observation_shape)
+        self.num_actions = num_actions
         self.convolutional = len(self.observation_shape) == 3
         if self.convolutional:
             in_channels, height, width = self.observation_shape
@@ -91,11 +93,18 @@ class PriorsAndValues(nn.Module):
         return torch.softmax(logits.float(), dim=1), values.float()
 
 
-def make_evaluator(network: PolicyValueNet, precision: str = "float32", trace: bool = True):
+def make_evaluator(network: PolicyValueNet, precision: str = "float32", trace: bool = True, lanes: int = 0,
+                   max_rows: int | None = None):
     """The BatchedMCTS evaluator of a network: priors (softmax over legal actions) and
     values for a batch of leaves, one forward pass, no gradients, on a frozen copy
     of the network's current weights (`puffercore.frozen_copy`: batch norms folded, in
-    `precision`, traced unless `trace` is false), the softmax traced with it."""
+    `precision`, traced unless `trace` is false), the softmax traced with it.
+    A network on a CUDA device gets a `device.DeviceEvaluator` instead (one copy each
+    way per batch, CUDA graphs rather than a trace): `lanes` threads may call it at once,
+    each with batches of at most `max_rows` (0 lanes: one thread, any rows)."""
+    if next(network.parameters()).device.type != "cpu":
+        model = FrozenCopy(PriorsAndValues(network), precision, trace=False)
+        return DeviceEvaluator(model, network.observation_shape, network.num_actions, lanes, max_rows)
     model = FrozenCopy(PriorsAndValues(network), precision, trace)
 
     def evaluate(observations: np.ndarray, legal_masks: np.ndarray):

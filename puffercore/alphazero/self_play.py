@@ -1,5 +1,6 @@
 """AlphaZero's self-play: games played by the batched native MCTS, every search round one
-network forward for all the games' leaves (inference on the CPU under no_grad).
+network forward for all the games' leaves (inference under no_grad, on the CPU or, with
+`device` cuda, batched on the GPU: `alphazero.device`).
 
 With playout cap randomization (KataGo; `full_search_fraction` < 1) a move gets the full
 search (`simulations`, root noise) with that probability and is recorded for training;
@@ -70,15 +71,17 @@ def play_iteration(game, config: AlphaZeroConfig, network: PolicyValueNet, searc
     one thread's tree work overlaps another's network pass. The result depends on the
     seeds and T, not on thread timing."""
     games = config.games_per_iteration
-    evaluate = make_evaluator(network, config.inference_precision, config.inference_trace)
+    threads = 1 if config.carry_games else min(config.self_play_threads, games)
+    slots = config.parallel_games if config.carry_games else max(1, config.parallel_games // threads)
+    # On a CUDA device each thread gets a lane of its own (`alphazero.device`).
+    evaluate = make_evaluator(network, config.inference_precision, config.inference_trace, lanes=threads,
+                              max_rows=slots)
     if config.carry_games:
         cached = CachedEvaluator(evaluate, config.evaluation_cache) if config.evaluation_cache else evaluate
         finished, under_way = play_games(game, config, itertools.count(first_number), new_game, config.parallel_games,
                                          search_seed, cached, carried, quota=games)
         return [played_game[1:] for played_game in sorted(finished, key=lambda played: played[0])], under_way
-    threads = min(config.self_play_threads, games)
     shares = [range(first_number + k, first_number + games, threads) for k in range(threads)]
-    slots = max(1, config.parallel_games // threads)
 
     def play_share(k: int) -> list[tuple]:
         if threads > 1:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from puffercore import checkpoint, run
 from puffercore.alphazero.agents import MCTSBaseline, RandomAgent
-from puffercore.alphazero.config import GAMES, AlphaZeroConfig
+from puffercore.alphazero.config import GAMES, AlphaZeroConfig, cuda_settings
 from puffercore.alphazero.evaluation import GAME_OPPONENTS, AlphaZeroAgent, load_checkpoint, play_against
 from puffercore.alphazero.network import build_network
 from puffercore.alphazero.replay import ReplayBuffer
@@ -41,6 +41,7 @@ from puffercore.distributed import Group
 from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.precision import resolve_precision
 from puffercore.logger import Logger, console_print
+from puffercore.ppo.config import check_device
 from puffercore.seeding import derive_seed, named_seeds
 
 # Every source of randomness draws from its own child of the run seed.
@@ -60,14 +61,17 @@ class Trainer:
         self.rank_seeds = {name: derive_seed(seed, self.group.rank) if self.group.rank and name != "network" else seed
                            for name, seed in self.seeds.items()}
         self.game = GAMES[config.game]()
+        check_device(config.device)  # one line where this machine lacks it
+        self.device = torch.device(self.group.device(config.device))  # torchrun: each rank its own GPU
         torch.set_num_threads(config.torch_threads)
         torch.manual_seed(self.seeds["network"])
-        self.network = build_network(config)
+        self.network = build_network(config)  # initialised on the CPU: the same weights on any device
         if self.network.convolutional:  # oneDNN's fast layout for CPU convolutions, bf16 above all
             self.network.to(memory_format=torch.channels_last)
+        self.network.to(self.device)  # the replay stays on the host; each batch goes over once
         # Training takes bf16 for MLPs too, unlike inference: Azul's 3-player MLP learned
         # more in bf16 (docs/experiments/2026-11-alphazero.md).
-        self.train_dtype = resolve_precision(config.train_precision, convolutional=True)
+        self.train_dtype = resolve_precision(config.train_precision, self.device, convolutional=True)
         self.group.broadcast_parameters(self.network)
         parameters = self.network.parameters()
         if config.optimizer == "adam":  # fused: one kernel for every parameter instead of a loop over them
@@ -128,11 +132,12 @@ class Trainer:
         tensors: reading them would wait for the step, which `train` does once)."""
         config = self.config
         self.network.train()
+        batch = {name: tensor.to(self.device, non_blocking=True) for name, tensor in batch.items()}  # CPU: the same
         observations = batch["observations"]
         if self.network.convolutional:
             observations = observations.contiguous(memory_format=torch.channels_last)
-        # Mixed precision where the CPU computes bf16 natively: float32 weights and losses.
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.train_dtype == torch.bfloat16):
+        # Mixed precision where the CPU computes bf16 natively, and on cuda: float32 weights and losses.
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.train_dtype == torch.bfloat16):
             logits, values = self.network(observations, batch["legal_masks"])
         policy_loss = -(batch["policies"] * F.log_softmax(logits.float(), dim=1)).sum(dim=1).mean()
         value_loss = F.mse_loss(values.float(), batch["values"])
@@ -240,10 +245,11 @@ class Trainer:
         return f"{self.checkpoint_path} (iteration {self.saved_iteration})"
 
     @classmethod
-    def resume(cls, run_dir: str) -> "Trainer":
+    def resume(cls, run_dir: str, changes: dict | None = None) -> "Trainer":
+        """The run in `run_dir` from its checkpoint, with `changes` (BUDGET_FIELDS) to its config."""
         path = os.path.join(run_dir, run.CHECKPOINT_NAME)
         state, config = load_checkpoint(path)
-        trainer = cls(config, run_dir)
+        trainer = cls(dataclasses.replace(config, **(changes or {})), run_dir)
         try:
             trainer.load_state_dict(state)
         except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as error:
@@ -251,6 +257,17 @@ class Trainer:
             detail = str(error).splitlines()[0] if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
             raise ValueError(f"{path} does not resume: {detail}") from None
         return trainer
+
+    def device_choice(self) -> str:
+        """What a run off the CPU chose, for its first lines: the device, its precisions and
+        the game's cuda settings (as this config has them: flags override them)."""
+        config, device = self.config, self.device
+        name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+        inference = resolve_precision(config.inference_precision, device, convolutional=self.network.convolutional)
+        sizes = ", ".join(f"{field} {getattr(config, field)}" for field in cuda_settings(config.game))
+        return (f"device {device}{name}: self-play evaluations batched on it in {str(inference).removeprefix('torch.')} "
+                f"(CUDA graphs), training in {str(self.train_dtype).removeprefix('torch.')}; "
+                + (f"{config.game}'s cuda settings: {sizes}" if sizes else f"{config.game}'s CPU preset sizes"))
 
     def progress(self) -> float:
         """The fraction of the run done, by iterations or by the time budget."""
@@ -261,8 +278,9 @@ class Trainer:
         return self.progress() >= 1.0
 
 
-# What a resumed run may change: how long it goes on.
-BUDGET_FIELDS = ("iterations", "minutes")
+# What a resumed run may change: how long it goes on, and where (a cuda run goes on on a
+# CPU-only machine with device cpu).
+BUDGET_FIELDS = ("iterations", "minutes", "device")
 
 
 def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quiet: bool = False,
@@ -275,13 +293,10 @@ def train(config: AlphaZeroConfig | None = None, resume: str | None = None, quie
     whole life, closing included, so that a signal a moment late kills nothing."""
     with run.StopSignals("iteration") as signals:
         if resume:
-            trainer = Trainer.resume(resume)
-            if budget:
-                unknown = set(budget) - set(BUDGET_FIELDS)
-                if unknown:
-                    raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
-                trainer.config = dataclasses.replace(trainer.config, **budget)
-                trainer.config.validate()
+            unknown = set(budget or {}) - set(BUDGET_FIELDS)
+            if unknown:
+                raise ValueError(f"budget may set only {BUDGET_FIELDS}, got {sorted(unknown)}")
+            trainer = Trainer.resume(resume, budget)
         else:
             trainer = Trainer(config, config.run_dir or None)
         try:
@@ -306,6 +321,8 @@ def _run(trainer: Trainer, signals: run.StopSignals, resumed: bool, quiet: bool)
                         resume_step=trainer.counters["positions"] if resumed else None)
     if not quiet:
         print(f"run directory: {trainer.run_dir}; seeds: {trainer.seeds}")
+        if trainer.device.type != "cpu":
+            print(trainer.device_choice())
     try:
         while not trainer.done():
             scalars = trainer.iterate()
