@@ -217,6 +217,9 @@ def table_collection(seconds: float) -> dict:
         host, device = (collection_rate(env, overrides, inference, seconds) for inference in ("torch", "auto"))
         results[name] = {"host": host, "device": device}
         print(f"   {name:<14}{host / 1e3:>10.1f}{device / 1e3:>10.1f}{device / host:>7.2f}x", flush=True)
+    return results
+
+
 def table_alphazero(devices: list[str], quick: bool) -> dict:
     print("\n6. AlphaZero Connect4 self-play, positions searched per minute (one timed iteration after an untimed one)")
     threads = torch.get_num_threads()  # the trainer sets its own
