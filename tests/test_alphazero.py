@@ -175,7 +175,7 @@ def test_training_takes_its_torch_threads_back_from_self_play_threads():
     must run on torch_threads again, not on what self-play left."""
     trainer = Trainer(tiny_config(self_play_threads=2, torch_threads=2))
     trainer.self_play()
-    assert torch.get_num_threads() == 1  # what self-play leaves behind
+    torch.set_num_threads(1)  # what a self-play thread's setting leaves (whether it does depends on OpenMP's state)
     seen = []
     step = trainer.train_step
     trainer.train_step = lambda batch: (seen.append(torch.get_num_threads()), step(batch))[1]
