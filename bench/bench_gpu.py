@@ -2,10 +2,11 @@
 its cores and the card:
 
 1. end to end, steps/s per preset (cartpole; squared at 4096 envs on every core; snake),
-   on cuda and on the CPU (`ppo.train`, wall time, setup included);
-2. the PPO update in ms per preset (cartpole, snake, mujoco, atari), eager against the
-   CUDA-graphed step (`puffercore.ppo.graphed`), on random minibatches of the preset's
-   shapes;
+   on cuda and on the CPU (`ppo.train`, wall time, setup included), each device with
+   the settings `--device` gives it (cartpole and snake: their GPU presets on cuda);
+2. the PPO update in ms per preset (cartpole, snake, mujoco, atari): the trainer's
+   `learn()` on a collected rollout, on its eager path (--compile false) against the
+   plan's CUDA-graphed step (compile auto on cuda: `puffercore.ppo.graphed`);
 3. Breakout: env steps/s on the processes backend (AtariEnv) and the ale backend
    (ale-py's C++ vector env), random actions; and end to end on the ale backend;
 4. the threads engine, sync against staggered (batch = half the envs), CartPole at
@@ -31,26 +32,22 @@ import argparse
 import functools
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_update import PRESETS as UPDATE_PRESETS  # noqa: E402
+from bench_update import PRESETS as UPDATE_PRESETS, preset_trainer, timed_learn  # noqa: E402
 from bench_alphazero_selfplay import positions_per_minute  # noqa: E402
 from compare_throughput import staggered_rate, sync_rate  # noqa: E402
 
 import puffercore.vector  # noqa: E402
-from puffercore import env_sources, info, ppo  # noqa: E402
+from puffercore import info, ppo  # noqa: E402
 from puffercore.alphazero.config import AlphaZeroConfig  # noqa: E402
 from puffercore.ocean import CartPole  # noqa: E402
 from puffercore.ppo import PPOConfig  # noqa: E402
-from puffercore.ppo.graphed import GraphedStep  # noqa: E402
-from puffercore.ppo.parts import make_optimizer, make_policy  # noqa: E402
 from puffercore.precision import resolve_precision  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
@@ -64,9 +61,10 @@ def end_to_end_presets(quick: bool) -> dict[str, dict]:
                 "squared 4096": ("squared", {**squared, "horizon": 8, "minibatch_size": 8192,
                                              "total_timesteps": 4096 * 8 * 2}),
                 "snake": ("snake", dict(total_timesteps=512 * 64 * 2))}
-    return {"cartpole": ("cartpole", dict(total_timesteps=200_000)),
+    # cartpole and snake on cuda take their GPU presets (config.GPU_PRESETS): at least 4 updates of them
+    return {"cartpole": ("cartpole", dict(total_timesteps=4096 * 32 * 8)),
             "squared 4096": ("squared", {**squared, "total_timesteps": 4096 * 64 * 8}),
-            "snake": ("snake", dict(total_timesteps=512 * 64 * 16))}
+            "snake": ("snake", dict(total_timesteps=4096 * 64 * 4))}
 
 
 def train_rate(env: str, device: str, overrides: dict) -> float:
@@ -79,7 +77,7 @@ def train_rate(env: str, device: str, overrides: dict) -> float:
 
 
 def table_end_to_end(devices: list[str], quick: bool) -> dict:
-    print("\n1. end to end, steps/s (ppo.train, setup included)")
+    print("\n1. end to end, steps/s (ppo.train, setup included; cuda: the env's GPU preset where it has one)")
     print(f"   {'preset':<14}" + "".join(f"{device:>14}" for device in devices))
     results = {}
     for name, (env, overrides) in end_to_end_presets(quick).items():
@@ -88,59 +86,34 @@ def table_end_to_end(devices: list[str], quick: bool) -> dict:
     return results
 
 
-def minibatches(policy, space, config: PPOConfig, device: str, count: int) -> list[dict]:
-    """`count` random minibatches of the preset's size, shaped as the rollout's."""
-    rows, head = config.minibatch_size, policy.head
-    generator = torch.Generator(device=device).manual_seed(0)
-    batches = []
-    for _ in range(count):
-        if space.dtype == np.uint8:
-            obs = torch.randint(0, 256, (rows, *space.shape), dtype=torch.uint8, device=device, generator=generator)
-        else:
-            obs = torch.randn(rows, *space.shape, device=device, generator=generator)
-        if head.is_continuous:
-            action = torch.randn(rows, *head.action_shape, device=device, generator=generator)
-        else:
-            action = torch.randint(0, head.nvec[0], (rows, *head.action_shape), device=device, generator=generator)
-        batches.append({"obs": obs, "action": action,
-                        **{name: torch.randn(rows, device=device, generator=generator)
-                           for name in ("log_prob", "advantage", "return", "value")}})
-    return batches
+def update_ms(name: str, compile_setting: str, seconds: float) -> tuple[float, str]:
+    """(ms of one update, the gradients path that ran) of preset `name` on cuda: the
+    trainer's own `learn()` (GAE, every epoch's minibatches, the statistics' read) on
+    one collected rollout, after a first update that warms up (and captures). compile
+    "false" takes the eager UpdateStep, "auto" the plan's CUDA-graphed step."""
+    trainer = preset_trainer(name, compile_setting, device="cuda")
+    try:
+        path = trainer.plan.gradients.name
+        if trainer.plan.graphed and trainer.update_step.mode != "graphed":
+            path += f" ({trainer.update_step.mode}: capture failed)"
+        return timed_learn(trainer, seconds)[0], path
+    finally:
+        trainer.close()
 
 
-def update_ms(name: str, capture: bool, rounds: int) -> float:
-    """Median ms of one update (every epoch's minibatches) of preset `name` on cuda."""
-    env, config = UPDATE_PRESETS[name]
-    vec = env_sources.make_vector(env_sources.resolve(env), "serial", num_envs=1)
-    policy, space = make_policy(vec, config).to("cuda"), vec.single_observation_space
-    vec.close()
-    optimizer = make_optimizer(policy, config.learning_rate, torch.device("cuda"))
-    steps = max(1, config.num_envs * config.horizon // config.minibatch_size) * config.update_epochs
-    batches = minibatches(policy, space, config, "cuda", steps)
-    step = GraphedStep(policy, optimizer, config, capture=capture)
-    times = []
-    for _ in range(rounds + 1):  # the first update warms up (and captures)
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for minibatch in batches:
-            step(minibatch)
-        step.read()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times[1:])
-
-
-def table_updates(rounds: int) -> dict:
-    print("\n2. the PPO update on cuda, ms (every epoch's minibatches)")
+def table_updates(seconds: float) -> dict:
+    print("\n2. the PPO update on cuda, ms (Trainer.learn: GAE and every epoch's minibatches)")
     print(f"   {'preset':<10}{'eager':>10}{'graphed':>10}{'ratio':>8}")
     results = {}
     for name in UPDATE_PRESETS:
         try:
-            eager, graphed = update_ms(name, False, rounds), update_ms(name, True, rounds)
+            (eager, _), (graphed, path) = update_ms(name, "false", seconds), update_ms(name, "auto", seconds)
         except Exception as error:  # a preset this machine cannot build is reported, not fatal
             print(f"   {name:<10} unavailable ({type(error).__name__}: {error})")
             continue
-        results[name] = {"eager_ms": eager, "graphed_ms": graphed}
-        print(f"   {name:<10}{eager:>10.1f}{graphed:>10.1f}{eager / graphed:>7.2f}x", flush=True)
+        results[name] = {"eager_ms": eager, "graphed_ms": graphed, "graphed_path": path}
+        note = "" if path == "graphed" else f"  (the plan took {path})"
+        print(f"   {name:<10}{eager:>10.1f}{graphed:>10.1f}{eager / graphed:>7.2f}x{note}", flush=True)
     return results
 
 
@@ -257,7 +230,7 @@ def main() -> None:
         results["end_to_end"] = table_end_to_end(devices, args.quick)
     if 2 in tables:
         if cuda:
-            results["update"] = table_updates(rounds=2 if args.quick else 5)
+            results["update"] = table_updates(seconds)
         else:
             print("\n2. the PPO update on cuda: skipped (no CUDA device)")
     if 3 in tables:

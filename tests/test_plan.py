@@ -58,9 +58,9 @@ VETOES = {
     "multi-discrete": (lambda: policy(action_space=spaces.MultiDiscrete([2, 3])), {}, "cpu", "auto",
                        "MultiDiscrete", "torch"),
     "prioritized rows": (policy, dict(prio_alpha=0.6), "cpu", "auto", "prioritized rows", "native"),
-    "gpu": (policy, {}, "cuda", "auto", "device cuda", "device"),
+    "gpu, compile false": (policy, dict(compile="false"), "cuda", "eager", "device cuda", "device"),
     "gpu lstm": (lambda: policy(lstm=True, shared_trunk=True), {}, "cuda", "auto", "device cuda", "torch"),
-    "gpu inference torch": (policy, dict(inference="torch"), "cuda", "auto", "device cuda", "torch"),
+    "gpu inference torch": (policy, dict(inference="torch"), "cuda", "graphed", "device cuda", "torch"),
 }
 
 
@@ -73,6 +73,46 @@ def test_each_veto_names_itself(name):
     assert made.collection.name == collection, made.collection
     if collection == "torch" and "inference torch" not in name:
         assert "rules out the native forward" in made.collection.reason or "device" in made.collection.reason
+
+
+# config settings (and world size) on a faked cuda device -> the gradients' path, words of its reason
+GRAPH_VETOES = {
+    "compile false": (policy, dict(compile="false"), 1, "eager", "compile=false: no CUDA graph"),
+    "compile true": (policy, dict(compile="true"), 1, "compiled", "compile=true: torch.compile rather than"),
+    "lstm": (lambda: policy(lstm=True, shared_trunk=True), {}, 1, "auto", "no CUDA graph: recurrent policies"),
+    "prioritized rows": (policy, dict(prio_alpha=0.6), 1, "auto", "no CUDA graph: prioritized replay"),
+    "processes": (policy, {}, 2, "auto", "no CUDA graph: the gradients are averaged across processes"),
+    "target_kl": (policy, dict(target_kl=0.02), 1, "auto", "no CUDA graph: target_kl reads the KL back"),
+    "bfloat16": (policy, dict(precision="bfloat16"), 1, "auto", "no CUDA graph: the update runs under autocast"),
+}
+
+
+def test_cuda_takes_the_graphed_step():
+    for make_policy in (policy, lambda: policy(shared_trunk=True),
+                        lambda: policy(spaces.Box(0, 255, (4, 36, 36), np.uint8))):
+        made = UpdatePlan.make(make_policy(), PPOConfig(), "cuda")
+        assert made.graphed and made.gradients.name == "graphed", made.gradients
+        assert "one CUDA graph" in made.gradients.reason and "--compile false" in made.gradients.reason
+        assert not made.native_gradients and made.optimizer.name == "fused" and made.collection.name == "torch"
+    assert UpdatePlan.make(policy(), PPOConfig(backward="autograd"), "cuda:1").graphed
+
+
+@pytest.mark.parametrize("name", list(GRAPH_VETOES))
+def test_each_graph_veto_keeps_the_eager_update_and_says_why(name):
+    make_policy, settings, world_size, gradients, reason = GRAPH_VETOES[name]
+    made = UpdatePlan.make(make_policy(), PPOConfig(**settings), "cuda", world_size)
+    assert not made.graphed and made.gradients.name == gradients, made.gradients
+    assert made.gradients.reason.startswith("device cuda (the hand path runs on the CPU) rules out the hand path; ")
+    assert reason in made.gradients.reason, made.gradients
+
+
+def test_the_cpu_plan_has_no_graph():
+    for settings in ({}, dict(backward="autograd"), dict(backward="autograd", compile="false"),
+                     dict(compile="true"), dict(precision="bfloat16")):
+        made = UpdatePlan.make(policy(), PPOConfig(**settings), "cpu")
+        assert not made.graphed and "CUDA graph" not in made.gradients.reason, made.gradients
+    assert UpdatePlan.make(policy(), PPOConfig(backward="autograd"), "cpu").gradients == plan.Choice(
+        "auto", "backward=autograd rules out the hand path")
 
 
 def test_precision_auto_follows_the_cpu(monkeypatch):
@@ -122,6 +162,7 @@ def test_the_plan_is_printed_and_saved_beside_the_config(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.index("update plan:") < out.index("puffercore PPO")  # before the first console view
     assert "gradients   native  (default MLP" in out and "collection  native" in out
+    assert "settings for cuda" not in out and "CPU is likely faster" not in out  # the CPU's start is unchanged
     with open(os.path.join(trainer.run_dir, "config.json")) as file:
         saved = json.load(file)
     assert saved["plan"] == trainer.plan.as_dict()

@@ -3,6 +3,9 @@ trainer's eager update; where capture fails (any CPU) it says so in one line and
 eagerly; on CUDA the replayed graph matches the eager step within float tolerance."""
 
 import copy
+import dataclasses
+import functools
+import os
 
 import numpy as np
 import pytest
@@ -13,8 +16,11 @@ from puffercore import ppo
 from puffercore.ppo import PPOConfig, graphed
 from puffercore.ppo.default_policy import DefaultPolicy
 from puffercore.ppo.flat_adam import FlatAdam
+from puffercore.ppo import trainer as trainer_module
 from puffercore.ppo.graphed import GraphedStep
+from puffercore.ppo.plan import Choice, UpdatePlan
 from puffercore.ppo.rollout import iterate_minibatches
+from puffercore.ppo.update import UpdateStep
 
 FIELDS = ("obs", "action", "log_prob", "advantage", "return", "value")
 FAILED = "CUDA graph capture of the PPO update failed"
@@ -108,6 +114,49 @@ def test_annealed_learning_rate_and_entropy_coefficient_reach_the_step(tmp_path)
     assert losses[1] == pytest.approx(-10.0 * means["loss/entropy"], rel=1e-4)
 
 
+def cartpole_updates(tmp_path, name, **settings):
+    """Three updates of CartPole (anneal_lr: a new learning rate each), 16 minibatches
+    each (on cuda the fourth is captured)."""
+    config = PPOConfig(num_envs=64, horizon=16, minibatch_size=128, update_epochs=2, hidden_size=32, backend="serial",
+                       total_timesteps=64 * 16 * 3, quiet=True, tensorboard=False, checkpoint_interval=0,
+                       run_dir=str(tmp_path / name), **settings)
+    return ppo.train(config, "cartpole")
+
+
+def assert_same_training(trainer, eager):
+    assert trainer.update == eager.update == 3 and trainer.losses["loss/minibatches"] == 16
+    for (name, parameter), expected in zip(trainer.policy.named_parameters(), eager.policy.parameters()):
+        torch.testing.assert_close(parameter, expected, rtol=1e-4, atol=1e-5, msg=name)
+    assert trainer.losses["learning_rate"] == eager.losses["learning_rate"]
+    for name, value in eager.losses.items():
+        assert trainer.losses[name] == pytest.approx(value, rel=1e-3, abs=1e-5), name
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_the_trainers_graphed_path_uncaptured_updates_as_the_eager_step(tmp_path, monkeypatch, capsys, capture):
+    """The trainer's graphed path (its plan forced on the CPU, where capture is off or
+    fails) against its eager UpdateStep: the same parameters, losses and learning rate."""
+    eager = cartpole_updates(tmp_path, "eager", backward="autograd", compile="false")
+    assert eager.plan.gradients.name == "eager" and isinstance(eager.update_step, UpdateStep)
+    made = UpdatePlan.make
+
+    def forced(*args):
+        return dataclasses.replace(made(*args), gradients=Choice("graphed", "forced on the CPU by the test"))
+
+    monkeypatch.setattr(trainer_module.UpdatePlan, "make", forced)
+    monkeypatch.setattr(trainer_module, "GraphedStep", functools.partial(GraphedStep, capture=capture))
+    capsys.readouterr()
+    trainer = cartpole_updates(tmp_path, "graphed", backward="autograd", compile="false")
+    lines = [line for line in capsys.readouterr().err.splitlines() if FAILED in line]
+    assert len(lines) == int(capture)  # a capture that fails says so once, in the first update
+    assert isinstance(trainer.update_step, GraphedStep) and trainer.update_step.mode == "eager"
+    assert_same_training(trainer, eager)
+    assert trainer.losses["learning_rate"] == pytest.approx(2.5e-4 / 3)  # annealed: the third of 3 updates
+    saved = torch.load(os.path.join(trainer.run_dir, "checkpoint.pt"), weights_only=False)["optimizer"]
+    assert saved["param_groups"][0]["lr"] == pytest.approx(2.5e-4 / 3)  # a float, as the eager run saves it
+    assert saved["param_groups"][0]["capturable"] is False
+
+
 def test_unsupported_names_what_the_eager_step_keeps():
     config = PPOConfig()
     assert graphed.unsupported(config, recurrent=False, world_size=1, autocast=False) is None
@@ -157,3 +206,32 @@ def test_cuda_graph_replays_match_the_eager_step(action_space, capsys):
     torch.testing.assert_close(flat, eager_flat, rtol=1e-4, atol=1e-5)
     for name in eager_means:
         assert means[name] == pytest.approx(eager_means[name], rel=1e-3, abs=1e-5), name
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_training_through_the_graphed_step_matches_eager(tmp_path, capsys):
+    eager = cartpole_updates(tmp_path, "eager", compile="false", device="cuda")
+    trainer = cartpole_updates(tmp_path, "graphed", device="cuda")
+    assert eager.plan.gradients.name == "eager" and isinstance(eager.update_step, UpdateStep)
+    assert trainer.plan.graphed and trainer.update_step.mode == "graphed"
+    assert FAILED not in capsys.readouterr().err
+    assert_same_training(trainer, eager)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_capture_that_fails_trains_eagerly_after_one_line(tmp_path, monkeypatch, capsys):
+    eager = cartpole_updates(tmp_path, "eager", compile="false", device="cuda")
+
+    class Refused:
+        def __init__(self):
+            raise RuntimeError("capture refused by the test")
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Refused)
+    capsys.readouterr()
+    trainer = cartpole_updates(tmp_path, "refused", device="cuda")
+    lines = [line for line in capsys.readouterr().err.splitlines() if FAILED in line]
+    assert len(lines) == 1 and "capture refused by the test" in lines[0], lines
+    assert trainer.plan.graphed and trainer.update_step.mode == "eager"
+    assert_same_training(trainer, eager)

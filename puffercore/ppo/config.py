@@ -70,8 +70,10 @@ class PPOConfig:
     value_norm: bool = option(False, "train", "PopArt: the critic learns returns normalized by running statistics")
     prio_alpha: float = option(0.0, "train", "prioritized rows: p ~ (sum |A|)^alpha; 0: uniform (off)")
     prio_beta0: float = option(0.4, "train", "initial importance-weight exponent, annealed to 1")
-    compile: str = option("auto", "train", "torch.compile the update's loss; auto: when the eager update, "
-                           "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update)",
+    compile: str = option("auto", "train", "torch.compile the update's loss; auto: on cuda the minibatch step as "
+                           "one CUDA graph (puffercore.ppo.graphed), on the CPU compiled when the eager update, "
+                           "projected over the run, takes 2 minutes or more, kept if faster (puffercore.ppo.update); "
+                           "false: eager",
                            ("auto", "true", "false"))
     backward: str = option("auto", "train", "the update's gradients: auto (written out by hand, in C, for the default "
                             "MLP policy with separate actor and critic and one Discrete or Box action, in float32 "
@@ -100,9 +102,10 @@ class PPOConfig:
     @classmethod
     def for_env(cls, env: Any, **overrides) -> "PPOConfig":
         """The config for `env`: defaults, then the preset of an ocean env's name (or of
-        gymnasium's MuJoCo tasks), then `overrides`."""
+        gymnasium's MuJoCo tasks), then its GPU preset where `overrides` name a cuda
+        device, then `overrides`."""
         preset = preset_for(env)
-        values = {**preset, **overrides}
+        values = {**preset, **gpu_preset_for(env, overrides.get("device", "cpu")), **overrides}
         fields = [field.name for field in dataclasses.fields(cls)]
         unknown = sorted(set(values) - set(fields))
         if unknown:
@@ -195,6 +198,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         learning_rate=1e-3, hidden_size=256, gamma=0.995,
     ),
 }
+
+# What `--device cuda` trains the ocean envs with, over their CPU preset: PufferLib's
+# shape of a GPU run (thousands of native envs on the threads engine, every core; few,
+# large minibatches), where the CPU presets' hundred-odd envs leave a GPU idle between
+# kernel launches (cartpole's CPU preset on an H200: 14 k steps/s on cuda, 172 k on its
+# CPU). Bigger rollouts take more steps to learn as much, hence the longer runs. Fields a
+# user gives (flags, --config) win, as over any preset; `ppo.gpu_settings` prints the choice.
+GPU_PRESETS: dict[str, dict[str, Any]] = {
+    "cartpole": dict(total_timesteps=5_000_000, backend="threads", num_envs=4096, horizon=32, minibatch_size=32768),
+    "squared": dict(total_timesteps=4_000_000, backend="threads", num_envs=4096, horizon=64, minibatch_size=65536),
+    "snake": dict(total_timesteps=20_000_000, backend="threads", num_envs=4096, minibatch_size=32768,
+                  compile="auto"),  # on cuda "auto" captures the update as a CUDA graph (ppo.plan)
+}
+
+
+def gpu_preset_for(env: Any, device: str) -> dict[str, Any]:
+    """The GPU preset of `env` (an ocean env's name) when `device` is a cuda device; {}
+    otherwise (a device name torch rejects is validate's to report)."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        return {}
+    return GPU_PRESETS.get(env, {}) if kind == "cuda" and isinstance(env, str) else {}
+
 
 # gymnasium's MuJoCo tasks (HalfCheetah, Hopper, Walker2d, Ant, ...): CleanRL's
 # ppo_continuous_action.py settings: one env, 2048-step rollouts, 10 epochs of

@@ -112,9 +112,9 @@ class GraphedStep:
         """One step on `minibatch` (its "index" is ignored); the statistics are summed
         on the device."""
         group = self.optimizer.param_groups[0]
-        if group["lr"] is not self.lr:  # the trainer annealed it as a float
+        if group["lr"] is not self.lr:  # annealed as a float, or a loaded state (`portable`) replaced the group
             self.lr.fill_(float(group["lr"]))
-            group["lr"] = self.lr
+            group["lr"], group["capturable"] = self.lr, self.device.type == "cuda"
         fields = {name: tensor for name, tensor in minibatch.items() if name != "index"}
         if self.mode == "graphed" and self._fits(fields):
             for name, tensor in fields.items():
@@ -190,6 +190,14 @@ class GraphedStep:
         with torch.cuda.graph(graph):
             self._step(self._static)
         self._graph = graph
+
+
+def portable(state_dict: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer state_dict as a fresh FlatAdam keeps it, whatever a GraphedStep set:
+    the learning rate a float and capturable off, so that a checkpoint saved on cuda
+    resumes on the CPU too (a GraphedStep sets both again at its next step)."""
+    groups = [{**group, "lr": float(group["lr"]), "capturable": False} for group in state_dict["param_groups"]]
+    return {**state_dict, "param_groups": groups}
 
 
 def _layout(fields: dict[str, torch.Tensor]) -> tuple:

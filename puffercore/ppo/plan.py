@@ -2,14 +2,16 @@
 reason, from the policy, the config, the device and the CPU.
 
     plan = UpdatePlan.make(policy, config, device)    # once, in Trainer's setup
-    plan.gradients.name    # "native", "eager", "compiled" or "auto" (compile decided after the first update)
+    plan.gradients.name    # "native", "graphed", "eager", "compiled" or "auto" (compile decided after the first update)
     print(plan.summary())  # one line a path: "gradients  native  (default MLP, separate actor and critic, ...)"
     plan.as_dict()         # what config.json keeps beside the config ("plan")
 
 The paths (puffercore.ppo.update's table says what each runs):
 - gradients: `native` (the loss and its gradients written out in C: ppo.mlp_gradients),
-  or autograd `eager`, `compiled` (torch.compile) or `auto` (compiled after the first
-  update where the rest of the run repays it: `record_compile` notes the outcome);
+  `graphed` (on CUDA, autograd's minibatch step captured as one CUDA graph and replayed:
+  ppo.graphed), or autograd `eager`, `compiled` (torch.compile) or `auto` (compiled
+  after the first update where the rest of the run repays it: `record_compile` notes
+  the outcome);
 - precision: the update's float32 or bfloat16 (autocast);
 - optimizer: `native` (FlatAdam's clipped step in one C call), `fused` (torch's fused
   Adam kernel) or `plain` (torch.optim.Adam's step, where this torch has no fused
@@ -51,8 +53,9 @@ class UpdatePlan:
     compile_seconds: float = 0.0
 
     @classmethod
-    def make(cls, policy: torch.nn.Module, config, device: torch.device | str) -> "UpdatePlan":
-        """The plan for `policy` (on its device) under `config` (a PPOConfig)."""
+    def make(cls, policy: torch.nn.Module, config, device: torch.device | str, world_size: int = 1) -> "UpdatePlan":
+        """The plan for `policy` (on its device) under `config` (a PPOConfig), trained by
+        `world_size` processes."""
         device = torch.device(device)
         if config.compile not in COMPILE_SETTINGS:
             raise ValueError(f"compile must be one of {list(COMPILE_SETTINGS)}, got {config.compile!r}")
@@ -61,7 +64,11 @@ class UpdatePlan:
         parameters = policy.parameters()
         first = next(parameters)
         count = first.numel() + sum(parameter.numel() for parameter in parameters)
-        return cls(gradients=gradients_choice(config, device, precision, coverage),
+        gradients = gradients_choice(config, device, precision, coverage)
+        if device.type == "cuda":
+            recurrent = policy.initial_state(1, "cpu") is not None
+            gradients = graph_choice(gradients, config, recurrent, world_size, precision)
+        return cls(gradients=gradients,
                    precision=precision,
                    optimizer=optimizer_choice(count, device, first.dtype),
                    collection=collection_choice(config, device, coverage, is_recurrent(policy)))
@@ -69,6 +76,10 @@ class UpdatePlan:
     @property
     def native_gradients(self) -> bool:
         return self.gradients.name == "native"
+
+    @property
+    def graphed(self) -> bool:
+        return self.gradients.name == "graphed"
 
     @property
     def native_collection(self) -> bool:
@@ -130,6 +141,25 @@ def gradients_choice(config, device: torch.device, precision: Choice, coverage: 
     else:
         return Choice("native", "default MLP, separate actor and critic, one Discrete or Box action, float32 on CPU")
     return Choice(autograd, f"{veto} rules out the hand path")
+
+
+def graph_choice(autograd: Choice, config, recurrent: bool, world_size: int, precision: Choice) -> Choice:
+    """On CUDA, autograd's update under compile "auto" as one captured CUDA graph
+    (ppo.graphed), where the update is one it covers: "auto" picks the fastest way to run
+    the update on its device, and on a GPU, bound by the host launching small kernels,
+    that is the graph. compile "false" keeps it eager (the way to turn capture off),
+    "true" asks for torch.compile instead."""
+    if config.compile == "false":
+        return Choice(autograd.name, f"{autograd.reason}; compile=false: no CUDA graph")
+    if config.compile == "true":
+        return Choice(autograd.name, f"{autograd.reason}; compile=true: torch.compile rather than a CUDA graph")
+    from puffercore.ppo import graphed  # here: graphed imports flat_adam, which imports this module
+
+    veto = graphed.unsupported(config, recurrent, world_size, autocast=precision.name != "float32")
+    if veto is not None:
+        return Choice(autograd.name, f"{autograd.reason}; no CUDA graph: {veto}")
+    return Choice("graphed", "on cuda, the minibatch step captured as one CUDA graph (compile=auto; "
+                             "--compile false runs it eagerly)")
 
 
 def optimizer_choice(parameters: int, device: torch.device, dtype: torch.dtype) -> Choice:

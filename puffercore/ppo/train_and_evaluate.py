@@ -35,6 +35,7 @@ from puffercore.config_files import file_form, saved_config
 from puffercore.checks import check_int
 from puffercore.ppo.callbacks import CallbackList, Until
 from puffercore.ppo.config import PPOConfig
+from puffercore.ppo.gpu_settings import settings_note
 from puffercore.ppo.evaluation import Evaluator, eval_vector, play, set_observation_statistics
 from puffercore.ppo.parts import (BUILTIN_POLICY, check_saved_sizes, resolve_saved_policy, saved_policy,
                                  saved_policy_name)
@@ -141,6 +142,9 @@ def _run(trainer: Trainer, signals: run.StopSignals, stop_after: int | None, hoo
     quiet = config.quiet or not group.is_main
     if not quiet:
         print(trainer.plan.summary(), flush=True)
+        parameters = sum(parameter.numel() for parameter in trainer.policy.parameters())
+        for line in settings_note(trainer.env_name, config, parameters, getattr(trainer.vec, "num_workers", None)):
+            print(line, flush=True)
     start = time.perf_counter() - sum(trainer.timers.values())  # a resumed run counts its earlier time
     session_start, session_first_step = time.perf_counter(), trainer.global_step
     last_log = time.perf_counter()

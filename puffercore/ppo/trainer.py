@@ -28,6 +28,7 @@ from puffercore.finite import NonFiniteError, StepScalars
 from puffercore.ppo.config import PPOConfig
 from puffercore.ppo.device_rollout import DeviceCollection
 from puffercore.ppo.episodes import EpisodeStats
+from puffercore.ppo.graphed import GraphedStep, portable
 from puffercore.ppo.loss import ppo_loss
 from puffercore.ppo.mlp_gradients import MLPGradients
 from puffercore.ppo.native_mlp import NativeMLPPolicy
@@ -77,14 +78,16 @@ class Trainer:
         self.group.broadcast_parameters(self.policy)
         self.popart = PopArt(value_layer(self.policy)) if config.value_norm else None
         # Which paths the update and collection take, and why (puffercore.ppo.plan): read, not re-derived.
-        self.plan = UpdatePlan.make(self.policy, config, self.device)
+        self.plan = UpdatePlan.make(self.policy, config, self.device, self.group.world_size)
         self.optimizer = make_optimizer(self.policy, config.learning_rate, self.device, self.plan.optimizer.name)
         # One native actor and critic (made after the optimizer moved the parameters into its
         # flat buffer) for the update's gradients and collection's forward alike.
         native = NativeMLPPolicy(self.policy) if self.plan.native_gradients or self.plan.native_collection else None
         gradients = MLPGradients(native, self.optimizer, config, self.group) if self.plan.native_gradients else None
-        self.update_step = UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm,
-                                      self.group, self.plan, gradients)
+        # On cuda where the plan says so, the minibatch step replayed as a CUDA graph.
+        self.update_step = GraphedStep(self.policy, self.optimizer, config) if self.plan.graphed else \
+            UpdateStep(self._minibatch_loss, self.policy, self.optimizer, config.max_grad_norm, self.group,
+                       self.plan, gradients)
         self.native_policy = native if self.plan.native_collection else None
         self.action_rng = torch.Generator(self.device).manual_seed(self._rank_seed("torch"))
         self.sampling_rng = torch.Generator().manual_seed(self._rank_seed("sampling"))
@@ -227,9 +230,15 @@ class Trainer:
 
     def learn(self) -> None:
         started = time.perf_counter()
-        config, rollout = self.config, self.rollout
+        config, rollout, graphed = self.config, self.rollout, self.plan.graphed
         if config.anneal_lr:
-            self.optimizer.param_groups[0]["lr"] = config.learning_rate * (1.0 - self.update / self.num_updates)
+            learning_rate = config.learning_rate * (1.0 - self.update / self.num_updates)
+        else:  # the graphed step's is a device tensor: one read an update
+            learning_rate = float(self.optimizer.param_groups[0]["lr"])
+        if graphed:  # into the graph's device tensors: no recapture
+            self.update_step.set_hyperparameters(lr=learning_rate, ent_coef=config.ent_coef)
+        else:
+            self.optimizer.param_groups[0]["lr"] = learning_rate
         self.compute_advantages()
         batch = rollout.transition_view()
         values, returns = batch["value"], batch["return"]
@@ -259,10 +268,13 @@ class Trainer:
                 order = torch.multinomial(probability.cpu(), self.rows, replacement=True,
                                           generator=self.sampling_rng).to(self.device)
             for minibatch in iterate_minibatches(batch, minibatch_size, self.sampling_rng, order, by_rows, fields):
+                minibatches += 1
+                if graphed:  # its statistics stay summed on the device until read() below
+                    self.update_step(minibatch)
+                    continue
                 weights = None if weights_all is None else weights_all[minibatch["index"]][:, None]
                 step = self.update_step(minibatch, by_rows, weights)
                 scalars.record_row(self.update_step.names, step)
-                minibatches += 1
                 if config.target_kl:  # the one host sync per minibatch, only with target_kl
                     approx_kl = step[self.update_step.names.index("loss/approx_kl")]
                     if float(self.group.mean(approx_kl.clone())) > config.target_kl:
@@ -271,15 +283,23 @@ class Trainer:
             if stop:
                 break
         # The update's statistics, read in one transfer: NaN or inf stops the run here.
-        bad = scalars.first_non_finite()
-        if bad is not None:
-            minibatch, name, value = bad
-            raise self._non_finite(f"{name} is {value} in minibatch {minibatch + 1}")
-        self.losses = scalars.means()
+        if graphed:  # the graph keeps sums, not each minibatch's values
+            self.losses = self.update_step.read()
+            bad = next(((name, value) for name, value in self.losses.items() if not math.isfinite(value)), None)
+            if bad is not None:
+                raise self._non_finite(f"{bad[0]} is {bad[1]} in the mean over the update's minibatches")
+        else:
+            bad = scalars.first_non_finite()
+            if bad is not None:
+                minibatch, name, value = bad
+                raise self._non_finite(f"{name} is {value} in minibatch {minibatch + 1}")
+            self.losses = scalars.means()
         self.losses["loss/minibatches"] = minibatches  # fewer than epochs x minibatches: target_kl stopped it
         variance = float(returns.var())
         self.losses["loss/explained_variance"] = math.nan if variance == 0 else 1 - float((returns - values).var()) / variance
-        self.losses["learning_rate"] = self.optimizer.param_groups[0]["lr"]
+        self.losses["learning_rate"] = learning_rate
+        if graphed:
+            return
         if self.update_step.compile_seconds:
             self.losses["compile_seconds"] = self.update_step.compile_seconds
         if self.plan.compiled is not None:
@@ -332,7 +352,7 @@ class Trainer:
             "seeds": self.seeds,
             "model": self.policy.state_dict(),
             "policy": policy_record(self.policy_source, self.policy),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": portable(self.optimizer.state_dict()),
             "rng": {"action": self.action_rng.get_state(), "sampling": self.sampling_rng.get_state(),
                     "torch": torch.get_rng_state(), "numpy": np.random.get_state()},
             "counters": {"update": self.update, "global_step": self.global_step,

@@ -10,6 +10,9 @@ step's statistics left on the device.
     gradients  native       the loss and its gradients in C                 default MLP, separate actor and
                             (ppo.mlp_gradients on ppo.native_mlp)           critic, Discrete or Box action,
                                                                             float32 on the CPU, not compiled
+               graphed      autograd's whole minibatch step as one CUDA     compile=auto on cuda, not recurrent,
+                            graph (ppo.graphed.GraphedStep, not this class) prioritized, multi-process, target_kl
+                                                                            or autocast (graphed.unsupported)
                eager        autograd on the torch loss                      compile=false, or a veto above
                compiled     autograd on torch.compile's loss                compile=true
                auto         eager, then compiled if it repays and is faster compile=auto and a veto above
