@@ -277,7 +277,7 @@ def test_a_loss_that_cannot_compile_runs_eagerly_after_one_line(tmp_path, monkey
     assert trainer.plan.compiled is False and trainer.losses["compiled"] == 0.0  # the plan records the outcome
     lines = [line for line in capsys.readouterr().err.splitlines() if "torch.compile failed" in line]
     assert lines == ["puffercore: torch.compile failed (RuntimeError: no C++ compiler here); the PPO update runs "
-                     "eagerly (--compile false skips compiling)"]
+                     "eagerly (--train.compile false skips compiling)"]
 
 
 def stand_in_compile(step):

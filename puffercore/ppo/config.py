@@ -77,7 +77,7 @@ class PPOConfig:
                            ("auto", "true", "false"))
     backward: str = option("auto", "train", "the update's gradients: auto (written out by hand, in C, for the default "
                             "MLP policy with separate actor and critic and one Discrete or Box action, in float32 "
-                            "without --compile true: puffercore.ppo.mlp_gradients) or "
+                            "without --train.compile true: puffercore.ppo.mlp_gradients) or "
                             "autograd (always torch autograd)", ("auto", "autograd"))
     inference: str = option("auto", "train", "collection's policy forward and action sampling: auto (in C for the "
                              "default MLP policy with separate actor and critic, one Discrete or Box action, float32 on "

@@ -159,7 +159,7 @@ def graph_choice(autograd: Choice, config, recurrent: bool, world_size: int, pre
     if veto is not None:
         return Choice(autograd.name, f"{autograd.reason}; no CUDA graph: {veto}")
     return Choice("graphed", "on cuda, the minibatch step captured as one CUDA graph (compile=auto; "
-                             "--compile false runs it eagerly)")
+                             "--train.compile false runs it eagerly)")
 
 
 def optimizer_choice(parameters: int, device: torch.device, dtype: torch.dtype) -> Choice:

@@ -134,7 +134,7 @@ class UpdateStep:
             self.plan.record_compile(False, 0.0)
             reason = (str(error).strip().splitlines() or [""])[0][:200]
             print(f"puffercore: torch.compile failed ({type(error).__name__}: {reason}); "
-                  f"the PPO update runs eagerly (--compile false skips compiling)", file=sys.stderr, flush=True)
+                  f"the PPO update runs eagerly (--train.compile false skips compiling)", file=sys.stderr, flush=True)
             return self._step(self.loss, minibatch, by_rows, weights)
         self.compiled_sizes.add(size)
         self.compile_seconds += time.perf_counter() - start

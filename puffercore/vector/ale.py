@@ -115,9 +115,7 @@ class Ale(VectorEnv):
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
-        seed = check_seed(seed)
-        if seed is None and not self._has_reset:
-            seed = self._default_seed
+        seed = self._reset_seed(seed)
         self._drain()
         if seed is None:
             seeds = self._seeds.integers(0, SEED_BOUND, self.num_envs).tolist()

@@ -14,7 +14,7 @@ import numpy as np
 
 from puffercore.checks import check_int
 from puffercore.emulation import Adapter, GymnasiumEnv, PettingZooEnv
-from puffercore.env import Buffers, EpisodeMeans, PufferEnv
+from puffercore.env import Buffers, EpisodeMeans, PufferEnv, check_seed
 
 
 # What every backend says once an env raised mid-batch: the others of the batch may have
@@ -354,6 +354,12 @@ class VectorEnv(PufferEnv):
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         raise NotImplementedError
+
+    def _reset_seed(self, seed: int | None) -> int | None:
+        """The seed a reset uses: the one given, else the vector env's own seed at its
+        first reset (later unseeded resets go on from each env's random stream)."""
+        seed = check_seed(seed)
+        return self._default_seed if seed is None and not self._has_reset else seed
 
     def send(self, actions) -> None:
         raise NotImplementedError

@@ -329,9 +329,7 @@ class Processes(VectorEnv):
         """Reset every env and wait for it: resets are rare, and a barrier here makes the
         first batches come back in env order, as from the serial backend."""
         self._check_open("async_reset")
-        seed = check_seed(seed)
-        if seed is None and not self._has_reset:
-            seed = self._default_seed
+        seed = self._reset_seed(seed)
         self._collect(len(self._in_flight))  # let anything still stepping finish
         self._pending_infos.clear()
         self._command(range(self.num_workers), RESET, seed)

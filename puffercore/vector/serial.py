@@ -58,9 +58,7 @@ class Serial(VectorEnv):
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
-        seed = check_seed(seed)
-        if seed is None and not self._has_reset:
-            seed = self._default_seed
+        seed = self._reset_seed(seed)
         self._ready = collections.deque(range(self._num_batches))
         self._batch_infos = {batch: [] for batch in self._ready}
         for index, env in enumerate(self.envs):

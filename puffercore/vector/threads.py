@@ -94,9 +94,7 @@ class Threads(VectorEnv):
     # ---- vector API (same contract as Serial) --------------------------------------
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._check_open("async_reset")
-        seed = check_seed(seed)
-        if seed is None and not self._has_reset:
-            seed = self._default_seed
+        seed = self._reset_seed(seed)
         self._wait_in_flight()
         self.env.reset(seed=seed, options=options)
         self._ready = collections.deque(range(self._num_batches))
