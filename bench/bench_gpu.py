@@ -13,7 +13,9 @@ its cores and the card:
    16384 envs, by worker count (1, 2, 4, 8, 16 where the cores exist);
 5. collection on cuda, steps/s: the device rollout (`puffercore.ppo.device_rollout`,
    graphed forward and sampling, pinned staging) against the host path
-   (`--train.inference torch`), rollouts only, no update.
+   (`--train.inference torch`), rollouts only, no update; and the device rollout on
+   staggered batches (`--vec.batch-size` half the envs), where the engine steps one half
+   while the GPU infers on the other: the measure that decides the GPU presets' batching.
 6. AlphaZero Connect4 self-play, positions searched per minute: the preset on the CPU
    against `--device cuda` (its cuda settings), and their ratio.
 
@@ -29,6 +31,7 @@ Timings on a machine shared with other work are not comparable run to run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -164,10 +167,13 @@ def collection_presets() -> dict[str, tuple[str, dict]]:
     return {"cartpole 4096": ("cartpole", cartpole), "snake": ("snake", {})}
 
 
-def collection_rate(env: str, overrides: dict, inference: str, seconds: float) -> float:
-    """Steps/s of `Trainer.collect` alone on cuda, after one rollout (where the device path captures)."""
+def collection_rate(env: str, overrides: dict, inference: str, seconds: float, halves: bool = False) -> float:
+    """Steps/s of `Trainer.collect` alone on cuda, after one rollout (where the device path
+    captures); `halves`: staggered batches of half the envs."""
     config = PPOConfig.for_env(env, **overrides, device="cuda", inference=inference, quiet=True, tensorboard=False,
                                checkpoint_interval=0)
+    if halves:
+        config = dataclasses.replace(config, batch_size=config.num_envs // 2)
     trainer = ppo.Trainer(env, config)
     try:
         trainer.reset_envs()
@@ -183,13 +189,16 @@ def collection_rate(env: str, overrides: dict, inference: str, seconds: float) -
 
 
 def table_collection(seconds: float) -> dict:
-    print("\n5. collection on cuda, k steps/s (rollouts only): device rollout against the host path")
-    print(f"   {'preset':<14}{'host':>10}{'device':>10}{'ratio':>8}")
+    print("\n5. collection on cuda, k steps/s (rollouts only): device rollout against the host path, and on "
+          "staggered halves")
+    print(f"   {'preset':<14}{'host':>10}{'device':>10}{'ratio':>8}{'halves':>10}{'vs sync':>9}")
     results = {}
     for name, (env, overrides) in collection_presets().items():
         host, device = (collection_rate(env, overrides, inference, seconds) for inference in ("torch", "auto"))
-        results[name] = {"host": host, "device": device}
-        print(f"   {name:<14}{host / 1e3:>10.1f}{device / 1e3:>10.1f}{device / host:>7.2f}x", flush=True)
+        halves = collection_rate(env, overrides, "auto", seconds, halves=True)
+        results[name] = {"host": host, "device": device, "device_halves": halves}
+        print(f"   {name:<14}{host / 1e3:>10.1f}{device / 1e3:>10.1f}{device / host:>7.2f}x{halves / 1e3:>10.1f}"
+              f"{halves / device:>8.2f}x", flush=True)
     return results
 
 

@@ -9,6 +9,7 @@ Rows (every one steps --envs envs, 8 by default, or 1 for the single-env rows, o
 beforehand, to 84x84x4 uint8 observations with the same preprocessing):
   puffercore processes  puffercore.vector, processes backend, 2 workers, AtariEnv
   puffercore staggered  the same, batches of half the envs (recv whichever half is ready, send)
+  puffercore ale        puffercore.vector, ale backend (ale-py's C++ vector env), 2 threads
   envpool               EnvPool's C++ Atari, 2 threads, the same preprocessing (if installed)
   envpool async         the same, batches of half the envs (EnvPool's async mode)
   gym Async             gymnasium AsyncVectorEnv, AtariPreprocessing + FrameStackObservation
@@ -83,6 +84,10 @@ def make_rows(game: str, num_envs: int):
                                        num_workers=NUM_WORKERS, batch_size=half, seed=0)
     staggered.async_reset()
     rows["puffercore staggered"] = (functools.partial(_recv_send, staggered), half, staggered.close)
+    ale = puffercore.vector.make(functools.partial(AtariEnv, game), num_envs, backend="ale",
+                                 num_workers=NUM_WORKERS, seed=0)
+    ale.reset()
+    rows["puffercore ale"] = (ale.step, num_envs, ale.close)
     try:
         pool = envpool_atari(game, num_envs, NUM_WORKERS)
         async_pool = envpool_atari(game, num_envs, NUM_WORKERS, batch_size=half)
@@ -171,6 +176,8 @@ def main() -> None:
     if "envpool" in median:
         print(f"puffercore processes / envpool:   {ours / median['envpool']:.2f}x")
         print(f"puffercore staggered / envpool async: {median['puffercore staggered'] / median['envpool async']:.2f}x")
+        print(f"puffercore ale / envpool:         {median['puffercore ale'] / median['envpool']:.2f}x")
+    print(f"puffercore ale / processes:       {median['puffercore ale'] / ours:.2f}x")
     print(f"puffercore processes / gym Async: {ours / median['gym Async']:.2f}x")
     print(f"puffercore processes / gym Sync:  {ours / median['gym Sync']:.2f}x")
     print(f"1 env, AtariEnv / gym wrappers:   {median['1 env: AtariEnv'] / median['1 env: gym wrappers']:.2f}x")
