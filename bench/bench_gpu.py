@@ -17,7 +17,9 @@ its cores and the card:
    staggered batches (`--vec.batch-size` half the envs), where the engine steps one half
    while the GPU infers on the other: the measure that decides the GPU presets' batching.
 6. AlphaZero Connect4 self-play, positions searched per minute: the preset on the CPU
-   against `--device cuda` (its cuda settings), and their ratio.
+   against `--device cuda` (its cuda settings), and their ratio;
+7. learning: `train cartpole` on each device (cuda: its GPU preset), seeds 1-3, steps
+   and seconds until the recent return reaches 475 (bench/compare_training.py's measure).
 
     python bench/bench_gpu.py                    # everything this machine can run
     python bench/bench_gpu.py --quick            # short runs (a CPU-only check of the script)
@@ -45,12 +47,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_update import PRESETS as UPDATE_PRESETS, preset_trainer, timed_learn  # noqa: E402
 from bench_alphazero_selfplay import positions_per_minute  # noqa: E402
 from compare_throughput import staggered_rate, sync_rate  # noqa: E402
+from compare_training import SOLVED, run_puffercore  # noqa: E402
 
 import puffercore.vector  # noqa: E402
 from puffercore import info, ppo  # noqa: E402
 from puffercore.alphazero.config import AlphaZeroConfig  # noqa: E402
 from puffercore.ocean import CartPole  # noqa: E402
 from puffercore.ppo import PPOConfig  # noqa: E402
+from puffercore.ppo.config import GPU_PRESETS, PRESETS  # noqa: E402
 from puffercore.precision import resolve_precision  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
@@ -221,11 +225,29 @@ def table_alphazero(devices: list[str], quick: bool) -> dict:
     return results
 
 
+def table_learning(devices: list[str], quick: bool) -> dict:
+    print(f"\n7. learning: train cartpole to a recent return of {SOLVED:.0f} (cuda: its GPU preset), "
+          f"M steps / seconds, setup included")
+    seeds = (1,) if quick else (1, 2, 3)
+    print(f"   {'device':<8}" + "".join(f"{f'seed {seed}':>16}" for seed in seeds))
+    results = {}
+    for device in devices:
+        preset = GPU_PRESETS["cartpole"] if device == "cuda" else PRESETS["cartpole"]
+        max_steps = preset["num_envs"] * preset["horizon"] * 2 if quick else preset["total_timesteps"]
+        runs = [run_puffercore(seed, max_steps, device=device) for seed in seeds]
+        results[device] = {seed: {key: run[key] for key in ("solved_steps", "solved_seconds", "final_return")}
+                           for seed, run in zip(seeds, runs)}
+        cells = [f"{run['solved_steps'] / 1e6:.2f} / {run['solved_seconds']:.1f}" if run["solved_steps"]
+                 else f"not ({run['final_return'] or 0:.0f})" for run in runs]
+        print(f"   {device:<8}" + "".join(f"{cell:>16}" for cell in cells), flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs: check the script, not the speed")
     parser.add_argument("--json", help="write the numbers to this file")
-    parser.add_argument("--tables", default="1,2,3,4,5,6", help="which tables to run (comma-separated numbers)")
+    parser.add_argument("--tables", default="1,2,3,4,5,6,7", help="which tables to run (comma-separated numbers)")
     args = parser.parse_args()
     tables = {int(table) for table in args.tables.split(",")}
     cuda = torch.cuda.is_available()
@@ -235,27 +257,40 @@ def main() -> None:
     devices = ["cpu", "cuda"] if cuda else ["cpu"]
     seconds = 0.3 if args.quick else 1.0
     results: dict = {"machine": machine, "quick": args.quick}
+
+    def save() -> None:
+        # after every table, so a run cut short by the device call's limit keeps what it measured
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(results, out, indent=1)
+
     if 1 in tables:
         results["end_to_end"] = table_end_to_end(devices, args.quick)
+        save()
     if 2 in tables:
         if cuda:
             results["update"] = table_updates(seconds)
+            save()
         else:
             print("\n2. the PPO update on cuda: skipped (no CUDA device)")
     if 3 in tables:
         results["breakout"] = table_breakout(devices, args.quick, seconds)
+        save()
     if 4 in tables:
         results["staggered"] = table_staggered(seconds, 4096 if args.quick else 16384)
+        save()
     if 5 in tables:
         if cuda:
             results["collection"] = table_collection(seconds)
+            save()
         else:
             print("\n5. collection on cuda: skipped (no CUDA device)")
     if 6 in tables:
         results["alphazero"] = table_alphazero(devices, args.quick)
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(results, out, indent=1)
+        save()
+    if 7 in tables:
+        results["learning"] = table_learning(devices, args.quick)
+        save()
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ SOLVED = 475.0
 WINDOW = 20
 
 
-def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0, compile_setting: str = "") -> dict:
+def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0, compile_setting: str = "",
+                   device: str = "cpu") -> dict:
     from puffercore.ppo import PPOConfig, train
 
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -63,8 +64,9 @@ def run_puffercore(seed: int, max_steps: int, torch_threads: int = 0, compile_se
             return True
         return False
 
-    config = PPOConfig.for_env("cartpole", seed=seed, total_timesteps=max_steps, quiet=True, tensorboard=False,
-                               torch_threads=torch_threads, checkpoint_interval=0,
+    # on cuda, for_env puts cartpole's GPU preset over its CPU preset
+    config = PPOConfig.for_env("cartpole", device=device, seed=seed, total_timesteps=max_steps, quiet=True,
+                               tensorboard=False, torch_threads=torch_threads, checkpoint_interval=0,
                                run_dir=os.path.join("runs", f"bench-cartpole-{seed}"))
     if compile_setting:
         config.compile = compile_setting
