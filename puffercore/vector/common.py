@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import gymnasium
 import numpy as np
@@ -154,9 +154,12 @@ class Batcher:
         """The Batch of `units` (ascending unit indices, a sequence of ints)."""
         first = int(units[0])
         if int(units[-1]) - first == self.units_per_batch - 1:
-            parts = self._blocks.get(first) or self._block(first)
-            batch = tuple.__new__(Batch, (*parts[:4], info, *parts[4:6]))
-            batch.final_observations, batch.rows = parts[6], parts[7]
+            # Unpacked, not sliced: this runs once per step, and slices cost as much as the rest.
+            obs, rewards, terminals, truncations, env_ids, masks, finals, rows = (
+                self._blocks.get(first) or self._block(first))
+            batch = tuple.__new__(Batch, (obs, rewards, terminals, truncations, info, env_ids, masks))
+            batch.final_observations = finals
+            batch.rows = rows
             return batch
         return self._gather(np.asarray(units), info)
 
@@ -272,14 +275,21 @@ EXCLUSIVE_CALLS = ("reset", "step", "async_reset", "send", "recv", "render", "cl
 
 
 class CallGuard:
-    """The public call of one vector env now running, and its thread."""
+    """The public call of one vector env now running. `lock` is reentrant: held by the
+    thread that runs the call, it lets that thread's nested calls through."""
 
-    __slots__ = ("lock", "thread", "call")
+    __slots__ = ("lock", "call")
 
     def __init__(self):
-        self.lock = threading.Lock()
-        self.thread: int | None = None
+        self.lock = threading.RLock()
         self.call: str | None = None
+
+    def refuse(self, vector: str, name: str, this_thread: bool) -> NoReturn:
+        raise RuntimeError(
+            f"{vector}.{name}() called while {vector}.{self.call or 'another call'}() is running in "
+            f"{'this' if this_thread else 'another'} thread: a vector env serves one call at a time; make "
+            "its calls from one thread, or hold a lock around them"
+        )
 
 
 def exclusive(method: Callable) -> Callable:
@@ -288,27 +298,27 @@ def exclusive(method: Callable) -> Callable:
     so two callers at once would race on the same envs and buffers: the threads engine
     hangs, or frees envs a stepping caller still uses. A call made inside another on
     the same thread (step's send and recv) runs, except close(): a signal handler or
-    callback must not free what the interrupted call is stepping."""
+    callback must not free what the interrupted call is stepping. This wrapper runs
+    twice per staggered step, so it does as little as it can: one reentrant lock, one
+    attribute."""
     name = method.__name__
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         guard = self._call_guard
-        if not guard.lock.acquire(blocking=False):
-            running, this_thread = guard.call, guard.thread == threading.get_ident()
-            if this_thread and name != "close":
-                return method(self, *args, **kwargs)
-            vector = type(self).__name__
-            raise RuntimeError(
-                f"{vector}.{name}() called while {vector}.{running or 'another call'}() is running in "
-                f"{'this' if this_thread else 'another'} thread: a vector env serves one call at a time; make "
-                "its calls from one thread, or hold a lock around them"
-            )
-        guard.thread, guard.call = threading.get_ident(), name
+        if not guard.lock.acquire(False):
+            guard.refuse(type(self).__name__, name, this_thread=False)
         try:
+            if guard.call is None:
+                guard.call = name
+                try:
+                    return method(self, *args, **kwargs)
+                finally:
+                    guard.call = None
+            if name == "close":
+                guard.refuse(type(self).__name__, name, this_thread=True)
             return method(self, *args, **kwargs)
         finally:
-            guard.thread = guard.call = None
             guard.lock.release()
 
     call.exclusive = True

@@ -102,7 +102,8 @@ class Threads(VectorEnv):
         self._has_reset = True
 
     def send(self, actions) -> None:
-        self._check_stepping("send")
+        if self._closed or self._failure is not None or not self._has_reset:
+            self._check_stepping("send")  # raises the error that names what is wrong
         if self._held is None:
             raise RuntimeError("send() needs a recv() first: send the actions for the rows the last recv() returned")
         self.env.write_actions(actions, self._rows.start, self._rows.stop)
@@ -110,7 +111,8 @@ class Threads(VectorEnv):
         self._held = None
 
     def recv(self):
-        self._check_open("recv")
+        if self._closed:
+            self._check_open("recv")
         if self._held is not None or (not self._ready and not self._engine.in_flight):
             raise RuntimeError("recv() called with nothing pending; call async_reset() or send() first")
         held = self._ready.popleft() if self._ready else self._engine.recv()
