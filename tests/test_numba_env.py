@@ -192,6 +192,10 @@ def test_other_spaces_and_state_arrays():
         obs, rewards, *_ = env.step(actions)
         np.testing.assert_array_equal(obs, 2 * actions)
         np.testing.assert_array_equal(rewards, -1)
+        if isinstance(action_space, gymnasium.spaces.MultiDiscrete):  # each column against its own bounds
+            for bad in ([[1, -1], [0, 2], [-1, 0]], [[1, -1], [0, 1], [-2, 0]], [[2**32, -1], [0, 1], [-1, 0]]):
+                with pytest.raises(ValueError, match="out of range"):
+                    env.step(np.array(bad, np.int64))
 
 
 def test_typing_error_names_function_and_field():

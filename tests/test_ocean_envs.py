@@ -240,6 +240,10 @@ def test_bad_config_is_rejected(cls, kwargs, match):
         (np.zeros(4, np.float32), TypeError, "integers"),
         (np.array([0, 1, 2, 0], np.int32), ValueError, "out of range"),
         (np.array([0, 1, -1, 0], np.int64), ValueError, "out of range"),
+        # int64 values that narrow to an action in range (2**32 + 1 -> 1) are still refused
+        (np.array([0, 2**32 + 1, 0, 0], np.int64), ValueError, "out of range"),
+        (np.array([0, 0, -(2**32), 0], np.int64), ValueError, "out of range"),
+        (np.array([0, 0, 0, 2**63 - 1], np.int64), ValueError, "out of range"),
         ("left", ValueError, "shape"),
     ],
 )
@@ -250,6 +254,19 @@ def test_bad_discrete_actions(actions, error, match):
         env.step(actions)
     env.step(np.array([0, 1, 1, 0], np.int64))  # other int dtypes and lists are converted
     env.step([0, 1, 1, 0])
+
+
+def test_int64_actions_are_written_as_the_buffer_dtype_and_a_refused_write_changes_nothing():
+    env = Snake(num_envs=3, num_snakes=2)  # 6 rows, actions 0-3
+    env.reset(seed=1)
+    actions = np.array([0, 1, 2, 3, 3, 1])
+    env.write_actions(actions)
+    assert env.actions.dtype == np.int32 and env.actions.tolist() == actions.tolist()
+    env.write_actions(np.array([2, 1], np.int64), 2, 4)
+    assert env.actions.tolist() == [0, 1, 2, 1, 3, 1]
+    with pytest.raises(ValueError, match="out of range"):
+        env.write_actions(np.array([0, 0, 0, 4, 0, 0], np.int64))
+    assert env.actions.tolist() == [0, 1, 2, 1, 3, 1]
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
