@@ -308,8 +308,8 @@ cdef class _EnvArray:
             if not _all_finite(<float*>source, count):
                 return False
         elif narrow:
-            if not _int64s_in_range(<int64_t*>source, rows, self.action_low.shape[0], &self.action_low[0],
-                                    &self.action_high[0]):
+            if not _ints_in_range(<int64_t*>source, rows, self.action_low.shape[0], &self.action_low[0],
+                                  &self.action_high[0]):
                 return False
             _narrow(<int64_t*>source, <int32_t*>destination, count)
             return True
@@ -361,36 +361,29 @@ cdef class _EnvArray:
         self._free_envs()
 
 
-# The range checks compare each value's offset from `low` as an unsigned number: one
+ctypedef fused action_int:
+    int32_t
+    int64_t
+
+
+# The range check compares each value's offset from `low` as an unsigned number: one
 # compare per value, which compilers vectorize with plain SSE2, where a signed min/max
 # reduction needs SSE4.1 and ran three times slower on x86-64's baseline.
-cdef bint _ints_in_range(const int32_t* values, int64_t rows, int64_t width,
+cdef bint _ints_in_range(const action_int* values, int64_t rows, int64_t width,
                          const int32_t* low, const int32_t* high) noexcept nogil:
-    """Whether every column k of values[rows, width] lies in [low[k], high[k]]."""
+    """Whether every column k of values[rows, width] lies in [low[k], high[k]]. For int64
+    values (the bounds are int32, so a value in range fits int32) an offset in range is
+    also below 2**32."""
     cdef int64_t i, k
-    cdef uint32_t bad = 0, first = <uint32_t>low[0], span = <uint32_t>high[0] - <uint32_t>low[0]
-    if width == 1:
-        for i in range(rows):
-            bad |= (<uint32_t>values[i] - first) > span
-        return bad == 0
-    for i in range(rows):
-        for k in range(width):
-            if values[i * width + k] < low[k] or values[i * width + k] > high[k]:
-                return False
-    return True
-
-
-cdef bint _int64s_in_range(const int64_t* values, int64_t rows, int64_t width,
-                           const int32_t* low, const int32_t* high) noexcept nogil:
-    """_ints_in_range for int64 values (the bounds are int32, so a value in range fits
-    int32): an offset from low in range is below 2**32 and at most high - low."""
-    cdef int64_t i, k
-    cdef uint64_t bad = 0, offset, first = <uint64_t><int64_t>low[0]
     cdef uint32_t span = <uint32_t>high[0] - <uint32_t>low[0]
+    cdef uint64_t bad = 0, offset
     if width == 1:
         for i in range(rows):
-            offset = <uint64_t>values[i] - first
-            bad |= (offset >> 32) | ((<uint32_t>offset) > span)
+            if action_int is int32_t:
+                bad |= (<uint32_t>values[i] - <uint32_t>low[0]) > span
+            else:
+                offset = <uint64_t>values[i] - <uint64_t><int64_t>low[0]
+                bad |= (offset >> 32) | ((<uint32_t>offset) > span)
         return bad == 0
     for i in range(rows):
         for k in range(width):
