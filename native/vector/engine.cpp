@@ -161,13 +161,29 @@ int Engine::recv() {
   run_if_pending(batch * num_workers_);
   for (int i = 0; i < kClaimWaitPauses && unclaimed(); i++) PC_CPU_PAUSE();
   for (int w = 1; w < num_workers_; w++) run_if_pending(batch * num_workers_ + w);
+  // What is left of the batch is running on other workers. Rather than sleep, step the
+  // later batches' pending units: a worker that has nothing else takes the caller's
+  // unit of the batch the caller will wait for, and the caller, back from its own work
+  // a moment later, would idle for a whole unit. This returns at most one unit's time
+  // after the batch is done, and the units run are work the next recv no longer waits for.
   std::atomic<uint32_t>& remaining = batches_[batch].remaining;
+  while (remaining.load(std::memory_order_acquire) != 0 && run_later_unit()) {
+  }
   for (uint32_t left; (left = remaining.load(std::memory_order_acquire)) != 0;)
     wait_for_change(remaining, left, kCallerSpinNs);
   head_ = (head_ + 1) % num_batches_;
   sent_[batch] = false;
   in_flight_--;
   return batch;
+}
+
+bool Engine::run_later_unit() {
+  for (int i = 1; i < in_flight_; i++) {
+    int batch = fifo_[(head_ + i) % num_batches_];
+    for (int w = 0; w < num_workers_; w++)  // the caller's own unit first: its envs are warm here
+      if (run_if_pending(batch * num_workers_ + w)) return true;
+  }
+  return false;
 }
 
 void Engine::take_logs(int batch, double* out) {

@@ -90,6 +90,7 @@ class Engine {
   void dispatch(int batch);
   bool run_oldest(int first, int stride);
   bool run_if_pending(int unit);
+  bool run_later_unit();
   void finish(int batch);
   void check_batch(int batch) const;
 
