@@ -17,7 +17,8 @@
 // W cores. The caller steps its unit of a batch when it waits for that batch (recv;
 // a synchronous step is one batch of all envs); while it is away, computing actions,
 // the threads step its units of the batches in flight once their own are done. So
-// stepping overlaps the caller's work from two workers up.
+// stepping overlaps the caller's work from two workers up. A caller whose batch is
+// left only to units running elsewhere steps later batches' pending units, not sleeps.
 //
 // Hand-off, no mutex on the step path: the caller writes a unit's send ticket into its
 // command word and bumps each worker's `signal` word once per send; a unit is claimed by
