@@ -46,7 +46,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_update import PRESETS as UPDATE_PRESETS, preset_trainer, timed_learn  # noqa: E402
 from bench_alphazero_selfplay import positions_per_minute  # noqa: E402
-from compare_throughput import staggered_rate, sync_rate  # noqa: E402
+from vector_timing import staggered_rate, sync_rate  # noqa: E402
 from compare_training import SOLVED, run_puffercore  # noqa: E402
 
 import puffercore.vector  # noqa: E402

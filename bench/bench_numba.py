@@ -28,7 +28,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # noqa: E
 import puffercore.vector  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # pytest and `puffercore bench` leave bench/ off it
-from compare_throughput import GymVector, RawEnvs, cartpole_v1, sync_rate  # noqa: E402
+from vector_timing import GymVector, RawEnvs, cartpole_v1, sync_rate  # noqa: E402
 from puffercore.ocean import CartPole  # noqa: E402
 
 PYTHON_ENVS = 64  # gymnasium's Python CartPole one env at a time: its rate does not depend on the count

@@ -43,137 +43,18 @@ import puffercore.vector  # noqa: E402
 from puffercore.ocean import Busy, CartPole, NativeEnv  # noqa: E402
 from puffercore.results import add_record_flag, record  # noqa: E402
 from puffercore.testing import CountingEnv  # noqa: E402
+from vector_timing import (  # noqa: E402
+    GymVector, RawEnvs, cartpole_v1, measure, ratio_line, staggered_rate, sync_rate,
+)
 
-POOL = 16
 INFERENCE_PER_ROW = 50e-6
 busy_env = functools.partial(Busy, min_cost_us=0.0, max_cost_us=200.0)
 counting_env = functools.partial(CountingEnv, episode_length=1000, step_cost=(0.0, 200e-6))
 
 
-def cartpole_v1():
-    return gymnasium.make("CartPole-v1")
-
-
 def load(spec: str):
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def action_pool(space, rows, seed=0):
-    rng = np.random.default_rng(seed)
-    if isinstance(space, gymnasium.spaces.Discrete):
-        return [rng.integers(space.start, space.start + space.n, rows).astype(np.int32) for _ in range(POOL)]
-    if isinstance(space, gymnasium.spaces.MultiDiscrete):
-        return [(space.start + rng.integers(0, space.nvec, (rows, *space.shape))).astype(np.int32) for _ in range(POOL)]
-    return [rng.uniform(space.low, space.high, (rows, *space.shape)).astype(np.float32) for _ in range(POOL)]
-
-
-def rate(step, rows_per_call, seconds):
-    """Agent steps per second of calling `step(i)` for about `seconds` (after a warm-up)."""
-    for i in range(3):
-        step(i)
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        for _ in range(8):
-            step(calls)
-            calls += 1
-    return calls * rows_per_call / elapsed
-
-
-def sync_rate(env, seconds, inference_seconds=0.0, inference_on_cpu=True):
-    """step loop; `inference_seconds` per step stand in for the policy (see infer)."""
-    env.reset(seed=0)
-    actions = action_pool(env.single_action_space, env.num_agents)
-
-    def step(i):
-        env.step(actions[i % POOL])
-        if inference_seconds:
-            infer(inference_seconds, inference_on_cpu)
-
-    return rate(step, env.num_agents, seconds)
-
-
-def staggered_rate(vec, seconds, inference_seconds=0.0, inference_on_cpu=True):
-    """recv -> (simulated inference) -> send loop; counts the rows of each batch."""
-    vec.async_reset(seed=0)
-    rows = vec.num_agents * vec.batch_size // vec.num_creator_envs
-    actions = action_pool(vec.single_action_space, rows)
-
-    def step(i):
-        vec.recv()
-        if inference_seconds:
-            infer(inference_seconds, inference_on_cpu)
-        vec.send(actions[i % POOL])
-
-    return rate(step, rows, seconds)
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
-def infer(seconds, on_cpu):
-    """Simulated policy inference: CPU work (a CPU policy), or a wait that leaves the
-    cores free (a forward pass on an accelerator)."""
-    if on_cpu:
-        busy(seconds)
-    else:
-        time.sleep(seconds)
-
-
-def measure(name, build, seconds, step_kind="sync", **kwargs):
-    try:
-        env = build()
-    except Exception as error:  # a peer that cannot run here is reported, not fatal
-        print(f"  {name}: unavailable ({type(error).__name__}: {error})")
-        return None
-    try:
-        return (staggered_rate if step_kind == "staggered" else sync_rate)(env, seconds, **kwargs)
-    finally:
-        env.close()
-
-
-class GymVector:
-    """gymnasium's vector envs behind the same reset/step/spaces used above."""
-
-    def __init__(self, env):
-        self.env = env
-        self.num_agents = env.num_envs
-        self.single_action_space = env.single_action_space
-
-    def reset(self, seed):
-        self.env.reset(seed=seed)
-
-    def step(self, actions):
-        return self.env.step(actions.astype(np.int64))
-
-    def close(self):
-        self.env.close()
-
-
-class RawEnvs(GymVector):
-    """The bare cost of the envs: each gymnasium env's own step() in a Python loop, with
-    the reset after an episode ends, and nothing else."""
-
-    def __init__(self, creator, num_envs):
-        self.envs = [creator() for _ in range(num_envs)]
-        self.num_agents = num_envs
-        self.single_action_space = self.envs[0].action_space
-
-    def reset(self, seed):
-        for index, env in enumerate(self.envs):
-            env.reset(seed=seed + index)
-
-    def step(self, actions):
-        for env, action in zip(self.envs, actions.astype(np.int64)):
-            if any(env.step(action)[2:4]):
-                env.reset()
-
-    def close(self):
-        for env in self.envs:
-            env.close()
 
 
 class EnvPoolVector(GymVector):
@@ -250,15 +131,6 @@ def print_table(results, envs):
     for name in names:
         cells = [f"{results[(name, n)] / 1e6:11.3f}" if (name, n) in results else " " * 11 for n in envs]
         print(f"{name:<17}" + "".join(cells))
-
-
-def ratio_line(label, numerator, denominator, target=None):
-    if numerator is None or denominator is None:
-        print(f"  {label}: not measured")
-        return
-    value = numerator / denominator
-    verdict = "" if target is None else f" (target >= {target}x) {'ok' if value >= target else 'BELOW TARGET'}"
-    print(f"  {label}: {value:.2f}x{verdict}")
 
 
 PYTHON_ENVS = (("CartPole-v1", (64, 256)), ("Acrobot-v1", (64,)))
@@ -429,9 +301,9 @@ def record_cartpole(args, results, n=4096):
              "gymnasium CartPoleVectorEnv (NumPy)", "gym NumPy"),
             ("cartpole_vector_threads", f"C CartPole, {n} envs, `threads` backend, {args.workers} workers", "threads",
              "EnvPool", "envpool"))
-    for measure, title, ours, peer, theirs in rows:
+    for name, title, ours, peer, theirs in rows:
         if (ours, n) in results and (theirs, n) in results:
-            record(args.record, measure=measure, title=title, value=round(results[(ours, n)] / 1e6, 2),
+            record(args.record, measure=name, title=title, value=round(results[(ours, n)] / 1e6, 2),
                    unit="M steps/s", peer=peer, peer_value=round(results[(theirs, n)] / 1e6, 2),
                    ratio=results[(ours, n)] / results[(theirs, n)])
 
