@@ -3,7 +3,7 @@
     env = AtariEnv("Breakout")                  # or "ALE/Breakout-v5"; needs `pip install ale-py`
     obs, info = env.reset(seed=0)               # uint8 [4, 84, 84]: the last 4 frames, oldest first
     obs, reward, terminal, truncation, info = env.step(1)
-    puffercore train atari:Breakout             # the CleanRL ppo_atari preset, processes backend
+    puffercore train atari:Breakout             # the CleanRL ppo_atari preset, on the ale backend (vector/ale.py)
 
 What one step does (the preprocessing of Machado et al. 2018 and CleanRL's ppo_atari,
 bit for bit the observations and raw rewards of gymnasium's `AtariPreprocessing` +

@@ -192,7 +192,7 @@ def test_train_and_evaluate_atari_end_to_end(tmp_path):
     assert env_sources.resolve("ALE/Breakout-v5").creator.func is AtariEnv
     config = PPOConfig.for_env("atari:Breakout", total_timesteps=2 * 2 * 32, num_envs=2, num_workers=1, horizon=32,
                                minibatch_size=32, update_epochs=1, quiet=True, tensorboard=False, run_dir=str(tmp_path))
-    assert (config.backend, config.clip_coef, config.shared_trunk) == ("processes", 0.1, True)
+    assert (config.backend, config.clip_coef, config.shared_trunk) == ("ale", 0.1, True)
     trainer = ppo.train(config, "atari:Breakout")
     assert trainer.global_step == 128 and isinstance(trainer.policy.encoder[0], torch.nn.Conv2d)
     assert trainer.rollout["obs"].dtype == torch.uint8  # frames stay bytes in the rollout

@@ -248,12 +248,14 @@ MUJOCO_TASK_PRESETS: dict[str, dict[str, Any]] = {
 # Atari games (atari:Breakout, ALE/Breakout-v5; puffercore.atari): CleanRL's
 # ppo_atari.py settings: 8 envs x 128 steps, 4 epochs of 4 minibatches (256), lr 2.5e-4
 # annealed, clip 0.1, the Nature CNN shared by actor and critic (ppo.DefaultPolicy picks the
-# CNN for the uint8 frame stack), 10M steps; Python envs, so the processes backend.
+# CNN for the uint8 frame stack), 10M steps. The ale backend (ale-py's C++ vector env):
+# it stepped Breakout faster than the processes backend (AtariEnv in worker processes)
+# and learned it no worse (design.md, `ale`; docs/experiments/2026-11-gpu.md).
 # precision "auto": bf16 autocast where the CPU computes it natively, which runs the
 # convolutions' update faster and learned Breakout no worse than float32
 # (bench_update.py --compare precision; docs/experiments/2026-11-ppo-presets.md).
 ATARI_PRESET: dict[str, Any] = dict(
-    total_timesteps=10_000_000, backend="processes", num_envs=8, horizon=128, minibatch_size=256, update_epochs=4,
+    total_timesteps=10_000_000, backend="ale", num_envs=8, horizon=128, minibatch_size=256, update_epochs=4,
     learning_rate=2.5e-4, anneal_lr=True, clip_coef=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
     gamma=0.99, gae_lambda=0.95, shared_trunk=True, precision="auto",
 )
