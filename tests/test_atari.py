@@ -267,7 +267,8 @@ def test_ale_backend_batches_lives_scores_and_seeds():
 @pytest.mark.parametrize("creator, kwargs, error, match", [
     (lambda: None, {}, TypeError, "env_creator must be puffercore.atari.AtariEnv"),
     (AtariEnv, {"render_mode": "rgb_array"}, TypeError, "does not take render_mode"),
-    (AtariEnv, {"batch_size": 2}, ValueError, "batch_size must equal num_envs=4 on the ale backend"),
+    (AtariEnv, {"batch_size": 2}, ValueError,
+     "batch_size must equal num_envs=4 on the ale backend .* got 2; backend .processes. steps staggered"),
     (AtariEnv, {"game": "NoSuchGame"}, ValueError, "game='NoSuchGame'"),
 ])
 def test_ale_backend_refuses_what_it_cannot_run(creator, kwargs, error, match):
@@ -277,11 +278,13 @@ def test_ale_backend_refuses_what_it_cannot_run(creator, kwargs, error, match):
         puffercore.vector.make(creator, 4, backend="ale", **kwargs)
 
 
-def test_train_atari_on_the_ale_backend(tmp_path):
+def test_train_atari_on_the_processes_backend(tmp_path):
+    """The preset's backend is ale (the end-to-end test above); AtariEnv in worker
+    processes, CleanRL's preprocessing exactly, trains too."""
     from puffercore import ppo
     from puffercore.ppo import PPOConfig
 
-    config = PPOConfig.for_env("atari:Breakout", backend="ale", total_timesteps=2 * 2 * 32, num_envs=2, num_workers=1,
+    config = PPOConfig.for_env("atari:Breakout", backend="processes", total_timesteps=2 * 2 * 32, num_envs=2, num_workers=1,
                                horizon=32, minibatch_size=32, update_epochs=1, quiet=True, tensorboard=False,
                                run_dir=str(tmp_path))
     trainer = ppo.train(config, "atari:Breakout")

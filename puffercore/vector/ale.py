@@ -70,7 +70,7 @@ class Ale(VectorEnv):
         num_envs, batch_size = check_batching(num_envs, batch_size)
         if batch_size != num_envs:
             raise ValueError(f"batch_size must equal num_envs={num_envs} on the ale backend (it steps all envs at "
-                             f"once), got {batch_size}")
+                             f"once), got {batch_size}; backend 'processes' steps staggered batches")
         if num_workers is None:
             num_workers = min(num_envs, len(os.sched_getaffinity(0)))
         num_workers = check_int(num_workers, "num_workers", 1)
